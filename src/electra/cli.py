@@ -1,0 +1,197 @@
+"""The `electra` command: each subcommand parses flags and calls one library function."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from electra.errors import ElectraError
+
+
+def _add_vocab(sub) -> None:
+    p = sub.add_parser("vocab", help="train a WordPiece vocabulary (or adopt a vocab.txt)",
+                       description="Train a BERT-style WordPiece vocabulary with the `tokenizers` "
+                       "library and write vocab.txt, tokenizer.json and the tokenizer config "
+                       "(loadable by transformers.AutoTokenizer).")
+    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--vocab-size", type=int, default=30522, help="default: %(default)s")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--from-vocab", help="use this existing vocab.txt instead of training")
+    p.add_argument("--cased", action="store_true", help="keep case and accents")
+    p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.set_defaults(func=_run_vocab)
+
+
+def _run_vocab(args) -> None:
+    from electra.tokenizer import train_vocab, vocab_from_file
+
+    if args.from_vocab:
+        out = vocab_from_file(args.from_vocab, args.out, lowercase=not args.cased,
+                              overwrite=args.overwrite)
+    else:
+        if not args.corpus:
+            raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
+        out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
+                          text_field=args.text_field, overwrite=args.overwrite)
+    print(f"vocabulary written to {out}")
+
+
+def _add_prepare(sub) -> None:
+    p = sub.add_parser("prepare", help="tokenize and pack a corpus into training shards",
+                       description="Stream a corpus (plain text with blank lines between "
+                       "documents, or JSON lines; .gz and directories ok), tokenize it, pack "
+                       "sentences into [CLS] A [SEP] B [SEP] examples as the official ELECTRA "
+                       "data builder does, and write token shards plus manifest.json.")
+    p.add_argument("--corpus", nargs="+", required=True)
+    p.add_argument("--tokenizer", required=True, help="directory written by `electra vocab`")
+    p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
+    p.add_argument("--out", required=True)
+    p.add_argument("--heldout-fraction", type=float, default=0.0,
+                   help="share of documents kept aside as a held-out split (default 0)")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=_run_prepare)
+
+
+def _run_prepare(args) -> None:
+    from electra.data.prepare import prepare_corpus
+
+    manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
+                              text_field=args.text_field, seed=args.seed,
+                              heldout_fraction=args.heldout_fraction, overwrite=args.overwrite)
+    splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
+              for name, s in manifest["splits"].items()}
+    print(json.dumps({"out": args.out, "splits": splits}))
+
+
+def _add_pretrain(sub) -> None:
+    p = sub.add_parser("pretrain", help="pre-train with replaced token detection",
+                       description="Pre-train a generator and a discriminator on prepared data. "
+                       "Writes OUT/config.json, OUT/metrics.jsonl, checkpoints under "
+                       "OUT/checkpoints and, at the end, OUT/final/{discriminator,generator} "
+                       "(Hugging Face format). Run under `torchrun` for several processes.")
+    p.add_argument("--preset", default="tiny", help="tiny, small, base or large (Table 5.1)")
+    p.add_argument("--data", required=True, help="directory written by `electra prepare`")
+    p.add_argument("--out", required=True)
+    p.add_argument("--config", help="JSON file with config overrides (same shape as "
+                   "OUT/config.json's `config`)")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int, help="examples per optimizer step, all processes")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CPU and CUDA)")
+    p.add_argument("--log-every", type=int)
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="any config field, e.g. --set objective.disc_weight=50")
+    p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_pretrain)
+
+
+def build_pretrain_config(args):
+    from electra.config import PretrainConfig, merge, set_dotted
+
+    cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(
+        args.preset)
+    flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
+             "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
+             "log_every": args.log_every, "save_every": args.save_every}
+    merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
+    if args.bf16:
+        cfg.train.bf16 = True
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ElectraError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        set_dotted(cfg, key, value)
+    cfg.validate()
+    return cfg
+
+
+def _run_pretrain(args) -> None:
+    from electra.train.loop import pretrain
+
+    cfg = build_pretrain_config(args)
+    summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
+                       show_progress=not args.quiet)
+    if summary.get("final"):
+        print(json.dumps(summary, indent=2))
+
+
+def _add_flops(sub) -> None:
+    p = sub.add_parser("flops", help="count training and inference FLOPs (section 5.2.2)",
+                       description="Print one JSON object with train_flops, infer_flops (one "
+                       "example of length S) and params, counted by the rules of the "
+                       "dissertation's section 5.2.2 and the official implementation.")
+    p.add_argument("--preset", default="small")
+    p.add_argument("--objective", default="electra", choices=["electra", "mlm"])
+    p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.set_defaults(func=_run_flops)
+
+
+def _run_flops(args) -> None:
+    from electra.flops import main_flops
+
+    print(json.dumps(main_flops(args.preset, args.objective, args.steps, args.batch_size,
+                                args.seq_len, vocab_size=args.vocab_size)))
+
+
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="the whole pipeline on a real corpus in a few minutes",
+                       description="Fetch a small English Wikipedia corpus (or use --corpus), "
+                       "train a vocabulary, prepare data, pre-train the tiny preset, evaluate "
+                       "on held-out text, export, and print a summary.")
+    p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--steps", type=int, default=None, help="default: a few minutes' worth")
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.set_defaults(func=_run_demo)
+
+
+def _run_demo(args) -> None:
+    from electra.demo import run_demo
+
+    run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
+             vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
+             overwrite=args.overwrite)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
+        "compute. Each subcommand has its own --help.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except ElectraError as e:
+        print(f"electra {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"electra {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""Typed configuration: model presets from Table 5.1 of the dissertation, strict merging.
+
+Every run writes its full configuration next to its outputs; loading a configuration with an
+unknown key, a wrong type or a nonsensical value raises `ElectraError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from electra.errors import ElectraError
+
+
+@dataclass
+class ModelConfig:
+    """A BERT-architecture encoder. Field names match Hugging Face's ElectraConfig."""
+
+    vocab_size: int = 30522
+    embedding_size: int = 128
+    hidden_size: int = 256
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                     "num_attention_heads", "intermediate_size", "max_position_embeddings",
+                     "type_vocab_size"):
+            if getattr(self, name) < 1:
+                raise ElectraError(f"model.{name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ElectraError(
+                f"model.hidden_size ({self.hidden_size}) must be divisible by "
+                f"model.num_attention_heads ({self.num_attention_heads})")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ElectraError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
+
+    def scaled(self, multiplier: float) -> ModelConfig:
+        """The generator's config: hidden size, FFN size and head count times `multiplier`,
+        same depth and embedding size (Table 5.1, "Generator Size")."""
+        frac = Fraction(multiplier).limit_denominator(64)
+        heads = self.num_attention_heads * frac
+        hidden = self.hidden_size * frac
+        ffn = self.intermediate_size * frac
+        if heads.denominator != 1 or hidden.denominator != 1 or ffn.denominator != 1 or heads < 1:
+            raise ElectraError(
+                f"generator multiplier {multiplier} does not give whole sizes for this model "
+                f"(hidden {self.hidden_size}, heads {self.num_attention_heads}, "
+                f"FFN {self.intermediate_size})")
+        return dataclasses.replace(self, hidden_size=int(hidden), intermediate_size=int(ffn),
+                                   num_attention_heads=int(heads))
+
+
+@dataclass
+class Preset:
+    model: ModelConfig
+    generator_multiplier: float
+    mask_prob: float
+    learning_rate: float
+    batch_size: int
+    seq_len: int
+    warmup_steps: int
+    electra_steps: int
+    bert_steps: int
+
+
+# Table 5.1. `tiny` is ours, for CPUs; its generator is 1/2 the width because 1/4 of two
+# attention heads is not a whole head.
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(ModelConfig(embedding_size=128, hidden_size=128, num_hidden_layers=4,
+                               num_attention_heads=2, intermediate_size=512),
+                   generator_multiplier=0.5, mask_prob=0.15, learning_rate=1e-3,
+                   batch_size=32, seq_len=128, warmup_steps=100, electra_steps=2000,
+                   bert_steps=2000),
+    "small": Preset(ModelConfig(embedding_size=128, hidden_size=256, num_hidden_layers=12,
+                                num_attention_heads=4, intermediate_size=1024),
+                    generator_multiplier=1 / 4, mask_prob=0.15, learning_rate=5e-4,
+                    batch_size=128, seq_len=128, warmup_steps=10000, electra_steps=1_000_000,
+                    bert_steps=1_450_000),
+    "base": Preset(ModelConfig(embedding_size=768, hidden_size=768, num_hidden_layers=12,
+                               num_attention_heads=12, intermediate_size=3072),
+                   generator_multiplier=1 / 3, mask_prob=0.15, learning_rate=2e-4,
+                   batch_size=256, seq_len=512, warmup_steps=10000, electra_steps=766_000,
+                   bert_steps=1_000_000),
+    "large": Preset(ModelConfig(embedding_size=1024, hidden_size=1024, num_hidden_layers=24,
+                                num_attention_heads=16, intermediate_size=4096),
+                    generator_multiplier=1 / 4, mask_prob=0.25, learning_rate=2e-4,
+                    batch_size=2048, seq_len=512, warmup_steps=10000, electra_steps=400_000,
+                    bert_steps=464_000),
+}
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ElectraError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return dataclasses.replace(PRESETS[name], model=dataclasses.replace(PRESETS[name].model))
+
+
+@dataclass
+class ObjectiveConfig:
+    name: str = "electra"
+    mask_prob: float = 0.15
+    # Of the masked positions, this share becomes [MASK]; the rest keep the original token.
+    # ELECTRA uses no random replacement (official implementation, pretrain_helpers.mask).
+    mask_token_prob: float = 0.85
+    generator_multiplier: float = 0.25
+    gen_weight: float = 1.0
+    disc_weight: float = 50.0
+
+    def validate(self) -> None:
+        if self.name not in ("electra",):
+            raise ElectraError(f"unknown objective {self.name!r}; choose one of: electra")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ElectraError(f"objective.mask_prob must be in (0, 1), got {self.mask_prob}")
+        if not 0.0 <= self.mask_token_prob <= 1.0:
+            raise ElectraError(
+                f"objective.mask_token_prob must be in [0, 1], got {self.mask_token_prob}")
+        if not 0.0 < self.generator_multiplier <= 1.0:
+            raise ElectraError(
+                f"objective.generator_multiplier must be in (0, 1], got "
+                f"{self.generator_multiplier}")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 2000
+    batch_size: int = 32
+    grad_accum: int = 1
+    learning_rate: float = 1e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0
+    seed: int = 1
+    bf16: bool = False
+    log_every: int = 10
+    save_every: int = 500
+    keep_checkpoints: int = 2
+    num_workers: int = 0
+
+    def validate(self) -> None:
+        for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every",
+                     "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ElectraError(f"train.{name} must be positive, got {getattr(self, name)}")
+        if self.learning_rate <= 0:
+            raise ElectraError(f"train.learning_rate must be positive, got {self.learning_rate}")
+        if self.warmup_steps < 0:
+            raise ElectraError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.weight_decay < 0 or self.max_grad_norm <= 0 or self.adam_eps <= 0:
+            raise ElectraError("train.weight_decay must be >= 0 and max_grad_norm, adam_eps > 0")
+        if self.num_workers < 0:
+            raise ElectraError(f"train.num_workers must be >= 0, got {self.num_workers}")
+
+
+@dataclass
+class PretrainConfig:
+    preset: str = "tiny"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def validate(self) -> None:
+        self.model.validate()
+        self.objective.validate()
+        self.train.validate()
+        self.model.scaled(self.objective.generator_multiplier)  # raises if not whole
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_preset(cls, name: str) -> PretrainConfig:
+        p = get_preset(name)
+        return cls(
+            preset=name,
+            model=p.model,
+            objective=ObjectiveConfig(mask_prob=p.mask_prob,
+                                      generator_multiplier=p.generator_multiplier),
+            train=TrainConfig(steps=p.electra_steps, batch_size=p.batch_size,
+                              learning_rate=p.learning_rate, warmup_steps=p.warmup_steps),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> PretrainConfig:
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ElectraError(f"{path}: config file not found") from None
+        except json.JSONDecodeError as e:
+            raise ElectraError(f"{path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+        cfg = cls.from_preset(data.get("preset", "tiny")) if isinstance(data, dict) else cls()
+        merge(cfg, data, where=str(path))
+        return cfg
+
+
+def _check_type(value: Any, annotation: Any, where: str) -> Any:
+    """Return `value` coerced to `annotation` (int -> float allowed), or raise."""
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float, str, bool):
+        if isinstance(value, annotation) and not (annotation is int and isinstance(value, bool)):
+            return value
+        raise ElectraError(f"{where}: expected {annotation.__name__}, got {value!r}")
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        for arg in typing.get_args(annotation):
+            if arg is type(None) and value is None:
+                return None
+            try:
+                return _check_type(value, arg, where)
+            except ElectraError:
+                continue
+        raise ElectraError(f"{where}: unexpected value {value!r}")
+    return value
+
+
+def merge(cfg: Any, overrides: dict[str, Any], where: str = "config") -> None:
+    """Merge a nested dict into a dataclass in place. Unknown keys are errors."""
+    if not isinstance(overrides, dict):
+        raise ElectraError(f"{where}: expected an object, got {type(overrides).__name__}")
+    hints = typing.get_type_hints(type(cfg))
+    names = {f.name for f in dataclasses.fields(cfg)}
+    for key, value in overrides.items():
+        if key not in names:
+            raise ElectraError(
+                f"{where}: unknown key {key!r} (known: {', '.join(sorted(names))})")
+        current = getattr(cfg, key)
+        if dataclasses.is_dataclass(current):
+            merge(current, value, where=f"{where}.{key}")
+        else:
+            setattr(cfg, key, _check_type(value, hints[key], f"{where}.{key}"))
+
+
+def set_dotted(cfg: Any, dotted: str, raw: str) -> None:
+    """Apply a `--set section.key=value` override; the value is parsed as JSON when it can be."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    *parents, last = dotted.split(".")
+    nested: dict[str, Any] = {last: value}
+    for parent in reversed(parents):
+        nested = {parent: nested}
+    merge(cfg, nested, where="--set")

@@ -1,0 +1,160 @@
+"""Streaming corpus readers: text files become documents, documents become sentences.
+
+Every reader works line by line on the raw bytes so that a corpus far larger than memory can be
+read, and so that an error can name the exact file and line where it starts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from electra.errors import ElectraError
+
+JSONL_SUFFIXES = (".jsonl", ".json")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document, with where it starts so later errors and tools can point back to it."""
+
+    source: str
+    line: int
+    text: str
+
+
+def iter_documents(paths: Sequence[str | Path], text_field: str = "text") -> Iterator[Document]:
+    """Yield every document of the corpus in a fixed order (files in the order given,
+    directories recursively sorted by path).
+
+    Plain text: blank lines separate documents, non-blank lines are paragraphs.
+    JSON lines (.jsonl/.json, optionally .gz): one object per line, text in `text_field`.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files = corpus_files(paths)
+    count = 0
+    for file in files:
+        docs = _read_jsonl(file, text_field) if _is_jsonl(file) else _read_plain(file)
+        for doc in docs:
+            count += 1
+            yield doc
+    if count == 0:
+        raise ElectraError(f"corpus is empty: no documents in {', '.join(map(str, paths))}")
+
+
+def corpus_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Resolve files and directories into the ordered list of files to read.
+
+    Checked up front so that a typo fails before any work is done.
+    """
+    if not paths:
+        raise ElectraError("corpus is empty: no paths given")
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(_walk(path))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ElectraError(f"corpus path does not exist: {path}")
+    return files
+
+
+def _walk(root: Path) -> list[Path]:
+    """All non-hidden files under root, sorted by path so the order is reproducible."""
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        found.extend(Path(dirpath, f) for f in filenames if not f.startswith("."))
+    return sorted(found, key=lambda p: p.relative_to(root).parts)
+
+
+def _is_jsonl(path: Path) -> bool:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.endswith(JSONL_SUFFIXES)
+
+
+def _open(path: Path) -> BinaryIO:
+    """Open for streaming binary reading; gzip is decompressed on the fly."""
+    if path.name.lower().endswith(".gz"):
+        return io.BufferedReader(gzip.open(path, "rb"))  # type: ignore[arg-type]
+    return open(path, "rb")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, decoded line without its line ending)."""
+    source = str(path)
+    lineno = 0
+    try:
+        with _open(path) as handle:
+            for lineno, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise ElectraError(
+                        f"{source}:{lineno}: not valid UTF-8 (byte {err.start} of the line)"
+                    ) from None
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                yield lineno, line.rstrip("\r\n")
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        raise ElectraError(f"{source}:{lineno + 1}: cannot read file ({err})") from None
+
+
+def _read_plain(path: Path) -> Iterator[Document]:
+    source = str(path)
+    paragraphs: list[str] = []
+    start = 0
+    for lineno, line in _lines(path):
+        stripped = line.strip()
+        if stripped:
+            if not paragraphs:
+                start = lineno
+            paragraphs.append(stripped)
+        elif paragraphs:
+            yield Document(source, start, "\n".join(paragraphs))
+            paragraphs = []
+    if paragraphs:
+        yield Document(source, start, "\n".join(paragraphs))
+
+
+def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
+    source = str(path)
+    for lineno, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ElectraError(f"{source}:{lineno}: not valid JSON ({err.msg})") from None
+        if not isinstance(obj, dict) or text_field not in obj:
+            raise ElectraError(f"{source}:{lineno}: no {text_field!r} field in the JSON object")
+        text = obj[text_field]
+        if not isinstance(text, str):
+            raise ElectraError(
+                f"{source}:{lineno}: field {text_field!r} is {type(text).__name__}, not a string"
+            )
+        text = text.strip()
+        if text:
+            yield Document(source, lineno, text)
+
+
+# A sentence ends at . ! or ? (optionally followed by a closing quote or bracket) when
+# whitespace follows; newlines always end one. Crude, but packing only needs rough boundaries.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'\u201d\u2019)\]])\s+|\s*\n\s*")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into rough sentences for packing (no model, no nltk)."""
+    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]

@@ -1,0 +1,171 @@
+"""The prepared pre-training data as fixed-shape batches, and the resumable batch stream.
+
+Shards are memory-mapped, so opening a data set is instant and costs no memory; batches are
+always padded to seq_len so every step has the same shapes (no recompilation, stable memory).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from electra.data.prepare import FORMAT, FORMAT_VERSION, MANIFEST
+from electra.errors import ElectraError
+
+
+class PretrainingDataset:
+    """One split of a directory written by `prepare_corpus`."""
+
+    def __init__(self, data_dir: str | Path, split: str = "train") -> None:
+        self.data_dir = Path(data_dir)
+        self.split = split
+        self.manifest = read_manifest(self.data_dir)
+        splits = self.manifest["splits"]
+        if split not in splits:
+            raise ElectraError(
+                f"{self.data_dir / MANIFEST}: no split {split!r} (has: {', '.join(splits)})"
+            )
+        info = splits[split]
+        self.seq_len: int = self.manifest["seq_len"]
+        self.vocab_size: int = self.manifest["vocab_size"]
+        self.vocab_checksum: str = self.manifest["vocab_checksum"]
+        self.num_tokens: int = info["num_tokens"]
+        self._tokens: list[np.ndarray] = []
+        self._offsets: list[np.ndarray] = []
+        self._sep: list[np.ndarray] = []
+        for shard in info["shards"]:
+            tokens, offsets, sep = self._open_shard(shard)
+            self._tokens.append(tokens)
+            self._offsets.append(offsets)
+            self._sep.append(sep)
+        counts = [len(sep) for sep in self._sep]
+        self._shard_end = np.cumsum(counts, dtype=np.int64)
+        self._length = int(self._shard_end[-1]) if counts else 0
+        if self._length != info["num_examples"]:
+            raise ElectraError(
+                f"{self.data_dir / MANIFEST}: split {split!r} lists {info['num_examples']} "
+                f"examples but its shards hold {self._length}; the data directory is corrupt"
+            )
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        """The data set's own copy of its tokenizer."""
+        return self.data_dir / self.manifest.get("tokenizer", "tokenizer")
+
+    def __len__(self) -> int:
+        return self._length
+
+    def example(self, index: int) -> tuple[np.ndarray, int]:
+        """Token ids (unpadded) and the index of the first [SEP] of one example."""
+        if not 0 <= index < self._length:
+            raise IndexError(f"example {index} out of range for {self._length} examples")
+        shard = int(np.searchsorted(self._shard_end, index, side="right"))
+        local = index - (int(self._shard_end[shard - 1]) if shard else 0)
+        offsets = self._offsets[shard]
+        start, end = int(offsets[local]), int(offsets[local + 1])
+        return self._tokens[shard][start:end], int(self._sep[shard][local])
+
+    def get_batch(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        """input_ids, token_type_ids and attention_mask, each [len(indices), seq_len] int64,
+        padded with 0; token type 1 starts after the first [SEP]."""
+        size = len(indices)
+        input_ids = np.zeros((size, self.seq_len), dtype=np.int64)
+        lengths = np.zeros(size, dtype=np.int64)
+        seps = np.zeros(size, dtype=np.int64)
+        for row, index in enumerate(indices):
+            ids, sep = self.example(int(index))
+            input_ids[row, : len(ids)] = ids
+            lengths[row] = len(ids)
+            seps[row] = sep
+        positions = np.arange(self.seq_len)
+        attention_mask = positions[None, :] < lengths[:, None]
+        token_type_ids = (positions[None, :] > seps[:, None]) & attention_mask
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.from_numpy(token_type_ids.astype(np.int64)),
+            "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
+        }
+
+    def _open_shard(self, shard: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        where = self.data_dir / MANIFEST
+        try:
+            arrays = [np.load(self.data_dir / shard[key], mmap_mode="r")
+                      for key in ("tokens", "offsets", "sep_index")]
+        except KeyError as err:
+            raise ElectraError(f"{where}: shard entry lacks {err}; manifest is corrupt") from None
+        except (OSError, ValueError) as err:
+            raise ElectraError(f"{self.data_dir}: cannot read shard ({err}); "
+                               "the data directory is incomplete, prepare it again") from None
+        tokens, offsets, sep = arrays
+        if (len(offsets) != len(sep) + 1 or len(sep) != shard.get("num_examples")
+                or (len(offsets) and int(offsets[-1]) != len(tokens))):
+            raise ElectraError(f"{self.data_dir / shard['tokens']}: shard sizes do not match "
+                               "the manifest; the data directory is corrupt")
+        return tokens, offsets, sep
+
+
+def read_manifest(data_dir: str | Path) -> dict[str, Any]:
+    """Load and check a data directory's manifest.json."""
+    path = Path(data_dir) / MANIFEST
+    if not path.is_file():
+        raise ElectraError(f"{path}: missing; run `electra prepare` to create the data directory")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ElectraError(f"{path}: corrupt manifest ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ElectraError(f"{path}: not an electra data manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ElectraError(f"{path}: format version {manifest.get('format_version')} is not "
+                           f"supported (expected {FORMAT_VERSION}); prepare the data again")
+    missing = [key for key in ("seq_len", "vocab_size", "vocab_checksum", "splits")
+               if key not in manifest]
+    if missing:
+        raise ElectraError(f"{path}: incomplete manifest, missing {', '.join(missing)}")
+    for name, info in manifest["splits"].items():
+        for key in ("num_examples", "num_tokens", "shards"):
+            if not isinstance(info, dict) or key not in info:
+                raise ElectraError(f"{path}: incomplete manifest, split {name!r} lacks {key!r}")
+    return manifest
+
+
+def iterate_batches(
+    dataset: PretrainingDataset,
+    batch_size: int,
+    seed: int,
+    start_batch: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Endless deterministic batches; this rank's share of global batch b, b >= start_batch.
+
+    The stream is a function of (seed, batch counter) only, so resuming a run needs nothing but
+    the number of batches already consumed. Epoch e is the permutation default_rng((seed, e))
+    truncated to whole global batches; rank r takes rows [r*batch_size, (r+1)*batch_size) of
+    each global batch of batch_size*world_size examples.
+    """
+    if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
+        raise ElectraError(
+            f"invalid batching: batch_size={batch_size}, rank={rank}, world_size={world_size}"
+        )
+    if seed < 0 or start_batch < 0:
+        raise ElectraError(f"seed and start_batch must be >= 0, got {seed} and {start_batch}")
+    global_size = batch_size * world_size
+    if len(dataset) < global_size:
+        raise ElectraError(
+            f"{dataset.data_dir}: split {dataset.split!r} has {len(dataset)} examples, fewer "
+            f"than one global batch ({batch_size} x {world_size} = {global_size})"
+        )
+    per_epoch = len(dataset) // global_size
+    epoch, step = divmod(start_batch, per_epoch)
+    while True:
+        order = np.random.default_rng((seed, epoch)).permutation(len(dataset))
+        for b in range(step, per_epoch):
+            start = b * global_size + rank * batch_size
+            yield dataset.get_batch(order[start : start + batch_size])
+        epoch, step = epoch + 1, 0

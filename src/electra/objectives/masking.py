@@ -1,0 +1,62 @@
+"""Choosing and corrupting masked positions (official implementation: pretrain_helpers.mask)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SpecialIds:
+    pad: int = 0
+    unk: int = 1
+    cls: int = 2
+    sep: int = 3
+    mask: int = 4
+
+
+def max_predictions(seq_len: int, mask_prob: float) -> int:
+    """Cap on masked positions per example, as the official configure_pretraining.py sets
+    max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)."""
+    return max(1, int((mask_prob + 0.005) * seq_len))
+
+
+def select_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_prob: float,
+                     special: SpecialIds, generator: torch.Generator | None = None
+                     ) -> torch.Tensor:
+    """Boolean [B, S]: round(mask_prob * real tokens) positions per example, chosen uniformly
+    without replacement among tokens that are not [CLS], [SEP] or padding."""
+    candidates = attention_mask.bool() & (input_ids != special.cls) & (input_ids != special.sep)
+    candidates &= input_ids != special.pad
+    num_tokens = attention_mask.sum(dim=1).float()
+    cap = max_predictions(input_ids.shape[1], mask_prob)
+    count = torch.round(num_tokens * mask_prob).long().clamp(min=1, max=cap)
+    count = torch.minimum(count, candidates.sum(dim=1))
+    # Random scores; non-candidates sort last. The `count` best scores of a row are a uniform
+    # sample without replacement among its candidates.
+    scores = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    scores = scores.masked_fill(~candidates, -1.0)
+    order = scores.argsort(dim=1, descending=True)
+    ranks_kept = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :] < count[:, None]
+    return torch.zeros_like(candidates).scatter(1, order, ranks_kept)
+
+
+def corrupt_with_mask_token(input_ids: torch.Tensor, masked: torch.Tensor, mask_token_prob: float,
+                            mask_id: int, generator: torch.Generator | None = None
+                            ) -> torch.Tensor:
+    """Each masked position becomes [MASK] with probability `mask_token_prob` (0.85 in ELECTRA)
+    and otherwise keeps its original token: ELECTRA uses no random-token replacement."""
+    draw = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    to_mask = masked & (draw < mask_token_prob)
+    return input_ids.masked_fill(to_mask, mask_id)
+
+
+def gumbel_sample(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Sample token ids from softmax(logits) with the Gumbel-max trick, in fp32, no gradient
+    (official: pretrain_helpers.sample_from_softmax)."""
+    with torch.no_grad():
+        logits = logits.detach().float()
+        uniform = torch.rand(logits.shape, generator=generator, device=logits.device)
+        gumbel = -torch.log(-torch.log(uniform + 1e-9) + 1e-9)
+        return (logits + gumbel).argmax(dim=-1)

@@ -1,0 +1,244 @@
+"""The pre-training loop: `losses = objective(batch)`, AdamW, checkpoints, metrics, export.
+
+One loop for one process or many (`torchrun`): `train.batch_size` is the number of examples
+per optimizer step over all processes and accumulation steps, so hyper-parameters and FLOPs
+do not depend on the hardware.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from electra import flops as flops_lib
+from electra.config import PretrainConfig
+from electra.data.dataset import PretrainingDataset, iterate_batches
+from electra.errors import ElectraError
+from electra.model.hf import save_pretrained
+from electra.objectives import SpecialIds, build_objective, metrics_from_counts
+from electra.tokenizer import load_tokenizer, special_token_ids
+from electra.train import checkpoint
+from electra.train.distributed import (
+    DistInfo,
+    all_reduce_sum,
+    barrier,
+    cleanup,
+    init_distributed,
+)
+from electra.train.optim import build_optimizer, build_scheduler
+
+RUN_CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+
+
+def special_ids_for(data_dir: Path) -> SpecialIds:
+    ids = special_token_ids(load_tokenizer(data_dir / "tokenizer"))
+    return SpecialIds(pad=ids["pad"], unk=ids["unk"], cls=ids["cls"], sep=ids["sep"],
+                      mask=ids["mask"])
+
+
+def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, data_dir: Path,
+                   resume: bool) -> None:
+    """A new run needs an empty OUT; a resumed one needs the same model and vocabulary."""
+    saved_path = out / RUN_CONFIG
+    if not resume:
+        if saved_path.exists():
+            raise ElectraError(f"{out} already holds a run; pass --resume to continue it or "
+                               "choose another --out")
+        return
+    if not saved_path.exists():
+        raise ElectraError(f"{out}: nothing to resume (no {RUN_CONFIG})")
+    saved = json.loads(saved_path.read_text())
+    if saved.get("vocab_checksum") != data.vocab_checksum:
+        raise ElectraError(f"{data_dir}: built with another vocabulary than the run in {out} "
+                           "(vocab checksum differs)")
+    if saved["config"]["model"] != cfg.to_dict()["model"]:
+        raise ElectraError(f"{out}: the model configuration differs from the run being resumed")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """After a resume, drop log lines written after the checkpoint we resume from."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= step]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
+             resume: bool = False, device: str = "auto", show_progress: bool = True
+             ) -> dict[str, Any]:
+    """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary."""
+    from electra.train.speed import configure_process_for_speed
+
+    configure_process_for_speed()
+    info = init_distributed(device)
+    try:
+        return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress)
+    finally:
+        cleanup(info)
+
+
+def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
+              show_progress: bool) -> dict[str, Any]:
+    data = PretrainingDataset(data_dir)
+    cfg.model.vocab_size = data.vocab_size
+    if data.seq_len > cfg.model.max_position_embeddings:
+        raise ElectraError(f"{data_dir}: sequence length {data.seq_len} exceeds the model's "
+                           f"max_position_embeddings {cfg.model.max_position_embeddings}")
+    cfg.validate()
+    tc = cfg.train
+    per_step = info.world_size * tc.grad_accum
+    if tc.batch_size % per_step:
+        raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
+                           f"grad_accum = {per_step}")
+    micro_batch = tc.batch_size // per_step
+    _check_run_dir(out, cfg, data, data_dir, resume)
+    barrier(info)  # every rank checks OUT before rank 0 writes into it
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_CONFIG).write_text(json.dumps(
+            {"config": cfg.to_dict(), "data": str(data_dir),
+             "vocab_checksum": data.vocab_checksum}, indent=2) + "\n")
+
+    torch.manual_seed(tc.seed)  # identical initial weights on every rank
+    objective = build_objective(cfg.model, cfg.objective, special_ids_for(data_dir))
+    objective.to(info.device)
+    optimizer = build_optimizer(objective, tc)
+    scheduler = build_scheduler(optimizer, tc)
+    torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
+
+    step = 0
+    if resume:
+        latest = checkpoint.find_latest(out)
+        if latest is not None:
+            step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank)
+    if step >= tc.steps and resume:
+        raise ElectraError(f"{out}: already trained {step} steps (>= --steps {tc.steps})")
+
+    model = (DistributedDataParallel(objective, device_ids=[info.device.index]
+                                     if info.device.type == "cuda" else None)
+             if info.enabled else objective)
+    step_flops = flops_lib.step_flops(
+        cfg.model, "electra", batch_size=tc.batch_size, seq_len=data.seq_len,
+        generator=cfg.model.scaled(cfg.objective.generator_multiplier))
+    batches = iterate_batches(data, micro_batch, tc.seed, start_batch=step * tc.grad_accum,
+                              rank=info.rank, world_size=info.world_size)
+    metrics_path = out / METRICS
+    if info.is_main:
+        _truncate_metrics(metrics_path, step)
+    autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=tc.bf16)
+    params = [p for p in objective.parameters() if p.requires_grad]
+
+    bar = tqdm(total=tc.steps, initial=step, desc="pretrain", unit="step",
+               disable=not (show_progress and info.is_main), dynamic_ncols=True)
+    window = _Window()
+    start_time = time.perf_counter()
+    last_record: dict[str, Any] = {}
+    model.train()
+    while step < tc.steps:
+        for micro in range(tc.grad_accum):
+            batch = {k: v.to(info.device, non_blocking=True) for k, v in next(batches).items()}
+            sync = micro == tc.grad_accum - 1 or not info.enabled
+            with (contextlib.nullcontext() if sync else model.no_sync()), autocast:
+                output = model(batch)
+                (output.loss / tc.grad_accum).backward()
+            window.add(output, batch["attention_mask"])
+        torch.nn.utils.clip_grad_norm_(params, tc.max_grad_norm)
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+
+        if step % tc.log_every == 0 or step == tc.steps:
+            record = window.flush(info, tc.grad_accum)
+            if not math.isfinite(record["loss"]):
+                raise ElectraError(f"loss became {record['loss']} at step {step}; lower the "
+                                   "learning rate or check the data")
+            record = {"step": step, **record, "lr": lr, "flops": step * step_flops}
+            if info.is_main:
+                with metrics_path.open("a") as f:
+                    f.write(json.dumps(record) + "\n")
+                bar.set_postfix(loss=f"{record['loss']:.3f}",
+                                disc_acc=f"{record['disc_acc']:.3f}",
+                                gen_acc=f"{record['gen_acc']:.3f}")
+            last_record = record
+        if step % tc.save_every == 0 or step == tc.steps:
+            _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info)
+        bar.update(1)
+    bar.close()
+    elapsed = time.perf_counter() - start_time
+
+    final = {}
+    if info.is_main:
+        extra = {"steps": step, "train_flops": step * step_flops,
+                 "vocab_checksum": data.vocab_checksum, "objective": cfg.objective.name}
+        for name, module in objective.exportable().items():
+            final[name] = str(save_pretrained(module, out / "final" / name,
+                                              data_dir / "tokenizer", extra))
+    barrier(info)
+    return {"steps": step, "flops": step * step_flops, "train_seconds": elapsed,
+            "examples": step * tc.batch_size, "last": last_record, "final": final,
+            "out": str(out), "world_size": info.world_size}
+
+
+def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info) -> None:
+    tmp = checkpoint.begin(out, step) if info.is_main else None
+    barrier(info)
+    if tmp is None:
+        tmp = checkpoint.checkpoint_root(out) / f".step_{step:08d}.tmp"
+    checkpoint.write_rng(tmp, info.rank)
+    barrier(info)
+    if info.is_main:
+        checkpoint.write_main(tmp, objective, optimizer, scheduler, step)
+        checkpoint.commit(tmp, out, step, {"config": cfg.to_dict(),
+                                           "vocab_checksum": data.vocab_checksum,
+                                           "world_size": info.world_size},
+                          keep=cfg.train.keep_checkpoints)
+    barrier(info)
+
+
+class _Window:
+    """Sums losses, counts and tokens between two log lines, without syncing the device
+    every step."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.sums: dict[str, torch.Tensor] = {}
+        self.micro_steps = 0
+        self.tokens = 0.0
+        self.t0 = time.perf_counter()
+
+    def add(self, output, attention_mask) -> None:
+        values = {"loss": output.loss.detach(), **output.losses, **output.counts,
+                  "_tokens": attention_mask.sum()}
+        for k, v in values.items():
+            v = v.detach().float()
+            self.sums[k] = self.sums[k] + v if k in self.sums else v
+        self.micro_steps += 1
+
+    def flush(self, info: DistInfo, grad_accum: int) -> dict[str, float]:
+        keys = sorted(self.sums)
+        totals = all_reduce_sum(torch.stack([self.sums[k].to(info.device) for k in keys]), info)
+        total = dict(zip(keys, totals.tolist(), strict=True))
+        n = self.micro_steps * info.world_size
+        elapsed = time.perf_counter() - self.t0
+        record = {"loss": total["loss"] / n}
+        for k in ("gen_loss", "disc_loss"):
+            if k in total:
+                record[k] = total[k] / n
+        record.update(metrics_from_counts(total))
+        record["tokens_per_s"] = total["_tokens"] / elapsed if elapsed > 0 else 0.0
+        self.reset()
+        return record

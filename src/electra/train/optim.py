@@ -1,0 +1,41 @@
+"""AdamW with ELECTRA's weight-decay exclusions and learning-rate schedule."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from electra.config import TrainConfig
+
+
+def no_decay(param: nn.Parameter) -> bool:
+    """Biases and LayerNorm weights are not decayed (official: exclude_from_weight_decay=
+    ["LayerNorm", "layer_norm", "bias"]); in our models those are exactly the 1-D tensors."""
+    return param.ndim < 2
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    decay, plain = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (plain if no_decay(param) else decay).append(param)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": plain, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                             eps=cfg.adam_eps)
+
+
+def lr_multiplier(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Linear warm-up to the peak, then linear decay to 0 at `total_steps`.
+
+    As the official optimization.py: the decay is polynomial_decay(power=1) of the *global*
+    step, and during warm-up it is overridden by step / warmup_steps.
+    """
+    if warmup_steps and step < warmup_steps:
+        return step / warmup_steps
+    return max(0.0, 1.0 - step / total_steps)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_multiplier(step, cfg.warmup_steps, cfg.steps))

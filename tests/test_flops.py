@@ -1,0 +1,143 @@
+"""FLOP accounting against the official numbers (Table 5.3, google-research/electra)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from electra.config import ModelConfig, get_preset
+from electra.errors import ElectraError
+from electra.flops import (
+    OFFICIAL_OUTPUT_FRAC,
+    count_flops,
+    encoder_params,
+    layer_flops,
+    main_flops,
+    step_flops,
+)
+
+
+def _rel(value: float, reference: float) -> float:
+    return abs(value - reference) / reference
+
+
+def _models(preset: str) -> tuple[ModelConfig, ModelConfig]:
+    p = get_preset(preset)
+    return p.model, p.model.scaled(p.generator_multiplier)
+
+
+def test_electra_small_train_flops():
+    disc, gen = _models("small")
+    report = count_flops(disc, "electra", steps=1_000_000, batch_size=128, seq_len=128,
+                         generator=gen)
+    assert _rel(report.train_flops, 1.294e18) < 0.01
+
+
+def test_bert_small_train_flops():
+    model, _ = _models("small")
+    report = count_flops(model, "mlm", steps=1_450_000, batch_size=128, seq_len=128)
+    assert _rel(report.train_flops, 1.419e18) < 0.01
+
+
+def test_bert_base_train_flops():
+    model, _ = _models("base")
+    report = count_flops(model, "mlm", steps=1_000_000, batch_size=256, seq_len=512)
+    assert _rel(report.train_flops, 6.43e19) < 0.01
+
+
+def test_electra_small_infer_flops():
+    disc, gen = _models("small")
+    report = count_flops(disc, "electra", seq_len=128, generator=gen)
+    assert _rel(report.infer_flops, 3.68e9) < 0.01
+    assert _rel(report.infer_flops_with_head, 3.68e9) < 0.001  # the official convention
+    assert report.infer_flops < report.infer_flops_with_head
+
+
+def test_electra_base_matches_bert_base_compute():
+    """Table 5.3: ELECTRA-Base at 766K steps costs about what BERT-Base does at 1M."""
+    disc, gen = _models("base")
+    electra = count_flops(disc, "electra", steps=766_000, batch_size=256, seq_len=512,
+                          generator=gen).train_flops
+    bert = count_flops(disc, "mlm", steps=1_000_000, batch_size=256, seq_len=512).train_flops
+    assert _rel(electra, 6.4e19) < 0.02
+    assert _rel(electra, bert) < 0.01
+
+
+def test_params_match_table():
+    assert _rel(encoder_params(get_preset("small").model), 14e6) < 0.04  # 13.48M
+    assert _rel(encoder_params(get_preset("base").model), 110e6) < 0.02  # 108.9M
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small"])
+def test_params_match_hugging_face_electra_model(preset):
+    transformers = pytest.importorskip("transformers")
+    m = get_preset(preset).model
+    hf = transformers.ElectraModel(transformers.ElectraConfig(**dataclasses.asdict(m)))
+    assert encoder_params(m) == sum(p.numel() for p in hf.parameters())
+
+
+def test_layer_flops_by_hand():
+    """Width 1, one head, length 1: every counted operation is visible in the total."""
+    m = ModelConfig(vocab_size=1, embedding_size=1, hidden_size=1, num_hidden_layers=1,
+                    num_attention_heads=1, intermediate_size=1)
+    attention = 6 + 3 + 2 + (5 + 4 + 1) + 2 + (2 + 1) + (4 + 1 + 5)
+    ffn = (2 + 1 + 8) + (2 + 1) + (4 + 1 + 5)
+    assert layer_flops(m, 1) == attention + ffn
+
+
+def test_linear_in_steps_and_batch():
+    disc, gen = _models("small")
+    base = count_flops(disc, "electra", steps=10, batch_size=4, generator=gen)
+    more_steps = count_flops(disc, "electra", steps=30, batch_size=4, generator=gen)
+    more_batch = count_flops(disc, "electra", steps=10, batch_size=12, generator=gen)
+    assert more_steps.train_flops == pytest.approx(3 * base.train_flops, rel=1e-12)
+    assert more_batch.train_flops == pytest.approx(3 * base.train_flops, rel=1e-12)
+    assert base.train_flops == pytest.approx(10 * base.train_flops_per_step, rel=1e-12)
+    assert step_flops(disc, "electra", 4, 128, gen) == base.train_flops_per_step
+    assert count_flops(disc, "electra", steps=0, generator=gen).train_flops == 0
+
+
+def test_generator_costs_less_than_discriminator():
+    disc, gen = _models("small")
+    parts = count_flops(disc, "electra", generator=gen).breakdown
+    gen_total = sum(v for k, v in parts.items() if k.startswith("generator."))
+    disc_total = sum(v for k, v in parts.items() if k.startswith("discriminator."))
+    assert 0 < gen_total < disc_total
+
+
+def test_mlm_head_scales_with_output_frac():
+    model, _ = _models("small")
+    none = count_flops(model, "mlm", output_frac=0.0).breakdown["model.mlm_head"]
+    full = count_flops(model, "mlm", output_frac=1.0).breakdown["model.mlm_head"]
+    official = count_flops(model, "mlm").breakdown["model.mlm_head"]
+    assert none == 0
+    assert official == pytest.approx(OFFICIAL_OUTPUT_FRAC * full)
+
+
+def test_main_flops_defaults_from_preset():
+    out = main_flops("small", "electra", None, None, None)
+    json.dumps(out)
+    assert (out["steps"], out["batch_size"], out["seq_len"]) == (1_000_000, 128, 128)
+    assert _rel(out["train_flops"], 1.294e18) < 0.01
+    bert = main_flops("small", "mlm", None, None, None)
+    assert bert["steps"] == 1_450_000
+    assert _rel(bert["train_flops"], 1.419e18) < 0.01
+    custom = main_flops("tiny", "electra", 7, 3, 64, vocab_size=1000)
+    assert (custom["steps"], custom["batch_size"], custom["seq_len"]) == (7, 3, 64)
+    assert custom["train_flops"] == pytest.approx(7 * custom["train_flops_per_step"])
+
+
+def test_errors():
+    disc, gen = _models("small")
+    with pytest.raises(ElectraError, match="generator"):
+        count_flops(disc, "electra")
+    with pytest.raises(ElectraError, match="objective"):
+        count_flops(disc, "teams", generator=gen)
+    with pytest.raises(ElectraError, match="max_position_embeddings"):
+        count_flops(disc, "mlm", seq_len=1024)
+    with pytest.raises(ElectraError, match="preset"):
+        main_flops("huge", "electra", None, None, None)
+    with pytest.raises(ElectraError, match="objective"):
+        main_flops("small", "bert", None, None, None)
