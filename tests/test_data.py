@@ -96,6 +96,10 @@ def test_gzip_error_names_line(tmp_path: Path) -> None:
         handle.write(b'{"text": "ok"}\n{bad\n')
     with pytest.raises(ElectraError, match=r"a\.jsonl\.gz:2: not valid JSON"):
         list(iter_documents([tmp_path / "a.jsonl.gz"]))
+    data = gzip.compress(b"".join(b"line %d\n" % i for i in range(5000)))
+    (tmp_path / "cut.txt.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ElectraError, match=r"cut\.txt\.gz:\d+: cannot read file"):
+        list(iter_documents([tmp_path / "cut.txt.gz"]))
 
 
 def test_reading_is_lazy(tmp_path: Path) -> None:

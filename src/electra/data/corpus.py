@@ -108,7 +108,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 if lineno == 1 and line.startswith("\ufeff"):
                     line = line[1:]
                 yield lineno, line.rstrip("\r\n")
-    except (OSError, EOFError, gzip.BadGzipFile) as err:
+    except (OSError, EOFError) as err:  # includes gzip.BadGzipFile and truncated gzip
         raise ElectraError(f"{source}:{lineno + 1}: cannot read file ({err})") from None
 
 

@@ -13,11 +13,12 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from electra import __version__
@@ -35,8 +36,10 @@ FORMAT = "electra-pretraining-shards"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 512
-# A batch of documents is tokenized together; this caps its size for very long documents.
-MAX_BATCH_CHARS = 1 << 23
+# Documents are tokenized in batches (parallel in Rust); these bound the memory a batch of
+# very long documents can take.
+MAX_BATCH_CHARS = 1 << 22
+ENCODE_CHUNK = 8192
 
 
 def prepare_corpus(
@@ -83,14 +86,11 @@ def prepare_corpus(
         is_heldout = _heldout_selector(seed, heldout_fraction)
 
         def flush(batch: list[tuple[str, list[str]]]) -> None:
-            sentences = [s for _, doc_sentences in batch for s in doc_sentences]
-            encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
-            position = 0
+            ids = _encode(tokenizer, [s for _, doc_sentences in batch for s in doc_sentences])
             for split, doc_sentences in batch:
                 builder, writer = builders[split], writers[split]
-                for encoding in encodings[position : position + len(doc_sentences)]:
-                    writer.add(builder.add_sentence(encoding.ids))
-                position += len(doc_sentences)
+                for _ in doc_sentences:
+                    writer.add(builder.add_sentence(next(ids)))
                 writer.add(builder.end_document())
                 writer.num_documents += 1
 
@@ -105,8 +105,8 @@ def prepare_corpus(
                 if len(batch) >= batch_docs or batch_chars >= MAX_BATCH_CHARS:
                     flush(batch)
                     batch, batch_chars = [], 0
-        if batch:
-            flush(batch)
+            if batch:
+                flush(batch)
         for writer in writers.values():
             writer.close()
         if writers["train"].num_examples == 0:
@@ -145,7 +145,16 @@ def prepare_corpus(
     return manifest
 
 
-def _heldout_selector(seed: int, fraction: float):
+def _encode(tokenizer: Tokenizer, sentences: list[str]) -> Iterator[list[int]]:
+    """Token ids per sentence, tokenized in parallel chunks; Encoding objects are bulky, so only
+    a bounded number is alive at a time."""
+    for start in range(0, len(sentences), ENCODE_CHUNK):
+        chunk = sentences[start : start + ENCODE_CHUNK]
+        for encoding in tokenizer.encode_batch(chunk, add_special_tokens=False):
+            yield encoding.ids
+
+
+def _heldout_selector(seed: int, fraction: float) -> Callable[[int], bool]:
     """Deterministic, evenly spread held-out documents: document i is held out when the running
     count floor(i * fraction + phase) steps up, with a seeded phase. This is "every k-th
     document" generalised to any fraction, exact to within one document at any corpus size."""
@@ -187,7 +196,9 @@ class _ShardWriter:
     """Buffers packed examples of one split and writes them as .npy shards of about
     `shard_tokens` tokens, so at most one shard per split is ever held in memory."""
 
-    def __init__(self, root: Path, split: str, shard_tokens: int, seq_len: int, dtype) -> None:
+    def __init__(
+        self, root: Path, split: str, shard_tokens: int, seq_len: int, dtype: type[np.integer]
+    ) -> None:
         self.root = root
         self.split = split
         self.shard_tokens = shard_tokens

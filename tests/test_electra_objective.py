@@ -1,0 +1,261 @@
+"""Each faithful detail of the ELECTRA objective (dissertation 5.1, official implementation)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
+from electra.objectives import SpecialIds, build_objective, metrics_from_counts
+from electra.objectives.masking import (
+    corrupt_with_mask_token,
+    gumbel_sample,
+    max_predictions,
+    select_positions,
+)
+
+SPECIAL = SpecialIds()
+VOCAB = 50
+
+
+def small_model(**kw) -> ModelConfig:
+    base = dict(vocab_size=VOCAB, embedding_size=24, hidden_size=32, num_hidden_layers=2,
+                num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return ModelConfig(**{**base, **kw})
+
+
+def make_batch(batch=4, seq=32, pad_from=None, seed=0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (batch, seq), generator=g)
+    ids[:, 0] = SPECIAL.cls
+    ids[:, seq // 2] = SPECIAL.sep
+    ids[:, -1] = SPECIAL.sep
+    mask = torch.ones_like(ids)
+    types = torch.zeros_like(ids)
+    types[:, seq // 2 + 1:] = 1
+    if pad_from is not None:
+        ids[-1, pad_from:] = SPECIAL.pad
+        ids[-1, pad_from - 1] = SPECIAL.sep
+        mask[-1, pad_from:] = 0
+        types[-1, pad_from:] = 0
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+
+
+def objective(gen_mult=0.5, **obj_kw):
+    torch.manual_seed(0)
+    return build_objective(small_model(), ObjectiveConfig(generator_multiplier=gen_mult,
+                                                          **obj_kw), SPECIAL)
+
+
+def test_masked_count_is_round_15_percent_of_real_tokens():
+    batch = make_batch(batch=3, seq=100, pad_from=40)
+    masked = select_positions(batch["input_ids"], batch["attention_mask"], 0.15, SPECIAL)
+    real = batch["attention_mask"].sum(1)
+    expected = torch.round(real.float() * 0.15).long().clamp(1, max_predictions(100, 0.15))
+    assert masked.sum(1).tolist() == expected.tolist() == [15, 15, 6]
+    # the official cap: max_predictions_per_seq = int((0.15 + 0.005) * 128) = 19
+    assert max_predictions(128, 0.15) == 19
+
+
+def test_never_masks_cls_sep_or_padding():
+    batch = make_batch(batch=8, seq=24, pad_from=12)
+    ids = batch["input_ids"]
+    for _ in range(50):
+        masked = select_positions(ids, batch["attention_mask"], 0.5, SPECIAL)
+        assert not masked[ids == SPECIAL.cls].any()
+        assert not masked[ids == SPECIAL.sep].any()
+        assert not masked[batch["attention_mask"] == 0].any()
+
+
+def test_positions_are_uniform_among_candidates():
+    batch = make_batch(batch=1, seq=12)
+    hits = torch.zeros(12)
+    for _ in range(3000):
+        hits += select_positions(batch["input_ids"], batch["attention_mask"], 0.25, SPECIAL)[0]
+    candidate = hits[[i for i in range(12) if i not in (0, 6, 11)]]
+    assert hits[[0, 6, 11]].sum() == 0
+    assert (candidate / 3000).sub(3 / 9).abs().max() < 0.04  # 3 of 9 candidates each time
+
+
+def test_85_percent_mask_token_15_percent_kept_and_no_random_replacement():
+    """Official pretrain_helpers.mask: [MASK] 85% of the time, otherwise the original token."""
+    torch.manual_seed(1)
+    batch = make_batch(batch=64, seq=128)
+    ids = batch["input_ids"]
+    masked = select_positions(ids, batch["attention_mask"], 0.15, SPECIAL)
+    corrupted = corrupt_with_mask_token(ids, masked, 0.85, SPECIAL.mask)
+    assert torch.equal(corrupted[~masked], ids[~masked])  # unmasked untouched
+    became_mask = corrupted[masked] == SPECIAL.mask
+    kept = corrupted[masked] == ids[masked]
+    assert bool((became_mask | kept).all())  # never a random other token
+    assert abs(became_mask.float().mean().item() - 0.85) < 0.03
+
+
+@pytest.mark.parametrize("preset,hidden,heads,ffn,layers", [
+    ("small", 64, 1, 256, 12), ("base", 256, 4, 1024, 12), ("large", 256, 4, 1024, 24)])
+def test_generator_size_table_5_1(preset, hidden, heads, ffn, layers):
+    cfg = PretrainConfig.from_preset(preset)
+    gen = cfg.model.scaled(cfg.objective.generator_multiplier)
+    assert (gen.hidden_size, gen.num_attention_heads, gen.intermediate_size,
+            gen.num_hidden_layers) == (hidden, heads, ffn, layers)
+    assert gen.embedding_size == cfg.model.embedding_size  # tied embeddings keep size E
+
+
+def test_large_preset_masks_25_percent():
+    assert PretrainConfig.from_preset("large").objective.mask_prob == 0.25
+    assert PretrainConfig.from_preset("small").objective.mask_prob == 0.15
+
+
+def test_embeddings_and_layernorm_shared_between_generator_and_discriminator():
+    obj = objective()
+    d_emb = obj.discriminator.electra.embeddings
+    g_emb = obj.generator.electra.embeddings
+    assert d_emb is g_emb
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings",
+                 "LayerNorm"):
+        assert getattr(d_emb, name).weight is getattr(g_emb, name).weight
+    # the generator is narrower, so it has its own E -> H_gen projection
+    assert obj.generator.electra.embeddings_project.weight.shape == (16, 24)
+    assert obj.discriminator.electra.embeddings_project.weight.shape == (32, 24)
+
+
+def test_generator_head_dense_gelu_layernorm_tied_output_at_masked_positions_only():
+    obj = objective().eval()
+    gen = obj.generator
+    batch = make_batch()
+    positions = torch.tensor([1, 5, 40, 70])
+    logits = gen(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], positions)
+    assert logits.shape == (4, VOCAB)
+    hidden = gen.electra(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    h = hidden.reshape(-1, hidden.shape[-1])[positions]
+    head = gen.generator_predictions
+    manual = F.layer_norm(F.gelu(head.dense(h)), (24,), head.LayerNorm.weight,
+                          head.LayerNorm.bias, eps=1e-12)
+    manual = manual @ obj.discriminator.electra.embeddings.word_embeddings.weight.T
+    manual = manual + gen.output_bias
+    torch.testing.assert_close(logits, manual, rtol=1e-5, atol=1e-5)
+
+
+def test_gumbel_sampling_is_fp32_without_gradient_and_follows_softmax():
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]], requires_grad=True)
+    samples = gumbel_sample(logits.to(torch.bfloat16).expand(20000, 4))
+    assert not samples.requires_grad
+    freq = torch.bincount(samples, minlength=4).float() / 20000
+    torch.testing.assert_close(freq, logits.detach().softmax(-1)[0], atol=0.015, rtol=0)
+
+
+def test_sample_equal_to_original_is_labelled_original():
+    """A generator that always predicts the original token replaces nothing."""
+    obj = objective()
+    batch = make_batch(batch=4, seq=32)
+    with torch.no_grad():
+        obj.generator.output_bias.zero_()
+        obj.generator.generator_predictions.dense.weight.zero_()
+        obj.generator.generator_predictions.dense.bias.zero_()
+        obj.generator.generator_predictions.LayerNorm.weight.zero_()
+        obj.generator.generator_predictions.LayerNorm.bias.zero_()
+        # every token in this batch gets an overwhelming bias; only one distinct token id
+        batch["input_ids"][batch["input_ids"] >= 5] = 7
+        obj.generator.output_bias[7] = 1e4
+    out = obj(batch)
+    assert out.counts["masked"] > 0
+    assert out.counts["replaced"] == 0
+    assert not out.details["is_replaced"].any()
+
+
+def test_losses_gen_plus_50_disc_and_disc_averaged_over_non_padding():
+    obj = objective()
+    batch = make_batch(batch=3, seq=32, pad_from=10)
+    torch.manual_seed(3)
+    out = obj(batch)
+    assert obj.cfg.disc_weight == 50.0 and obj.cfg.gen_weight == 1.0
+    torch.testing.assert_close(out.loss.detach(),
+                               out.losses["gen_loss"] + 50.0 * out.losses["disc_loss"])
+    d = out.details
+    real = d["real"]
+    manual = F.binary_cross_entropy_with_logits(d["disc_logits"][real],
+                                                d["is_replaced"][real].float())
+    torch.testing.assert_close(out.losses["disc_loss"], manual)
+    assert out.counts["tokens"] == batch["attention_mask"].sum()
+
+
+def test_generator_loss_is_mean_cross_entropy_over_masked_positions(monkeypatch):
+    obj = objective().eval()
+    batch = make_batch(batch=2, seq=32)
+    captured = {}
+    original = obj.generator.forward
+
+    def spy(*args, **kw):
+        logits = original(*args, **kw)
+        captured["logits"], captured["positions"] = logits, args[3]
+        return logits
+
+    monkeypatch.setattr(obj.generator, "forward", spy)
+    out = obj(batch)
+    targets = batch["input_ids"].view(-1)[captured["positions"]]
+    manual = F.cross_entropy(captured["logits"].float(), targets)
+    torch.testing.assert_close(out.losses["gen_loss"], manual)
+    assert captured["logits"].shape[0] == out.counts["masked"]
+
+
+def test_discriminator_loss_does_not_reach_generator_through_samples():
+    """Sampling blocks gradient: with the generator loss weighted 0, only the shared
+    embeddings of the generator side receive gradient."""
+    obj = objective(gen_weight=0.0)
+    out = obj(make_batch())
+    out.loss.backward()
+    for name, p in obj.generator.named_parameters():
+        if "electra.embeddings." in name:
+            continue
+        assert p.grad is None or not p.grad.any(), name
+    assert obj.discriminator.electra.embeddings.word_embeddings.weight.grad.any()
+
+
+def test_generator_loss_does_not_reach_discriminator_layers():
+    obj = objective(disc_weight=0.0)
+    obj(make_batch()).loss.backward()
+    for name, p in obj.discriminator.named_parameters():
+        if "electra.embeddings." in name:
+            continue
+        assert p.grad is None or not p.grad.any(), name
+
+
+def test_metrics_precision_recall_from_counts():
+    counts = {"masked": 10, "gen_correct": 4, "tokens": 100, "disc_correct": 90,
+              "replaced": 6, "disc_pred_pos": 8, "disc_true_pos": 4}
+    m = metrics_from_counts(counts)
+    assert m["gen_acc"] == 0.4 and m["disc_acc"] == 0.9
+    assert m["disc_precision"] == 0.5 and m["disc_recall"] == pytest.approx(4 / 6)
+    assert m["replaced_frac"] == 0.6
+
+
+def test_objective_counts_match_details():
+    obj = objective()
+    out = obj(make_batch(batch=4, seq=32, pad_from=20))
+    d = out.details
+    predicted = (d["disc_logits"] > 0) & d["real"]
+    assert out.counts["disc_pred_pos"] == predicted.sum()
+    assert out.counts["disc_true_pos"] == (predicted & d["is_replaced"]).sum()
+    assert out.counts["replaced"] == d["is_replaced"].sum()
+
+
+def test_bf16_autocast_runs_and_keeps_losses_fp32():
+    obj = objective()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = obj(make_batch())
+    assert out.loss.dtype == torch.float32
+    assert torch.isfinite(out.loss)
+    out.loss.backward()
+
+
+def test_generator_multiplier_must_give_whole_heads():
+    from electra.errors import ElectraError
+
+    cfg = dataclasses.replace(PretrainConfig.from_preset("tiny"))
+    cfg.objective.generator_multiplier = 0.25  # half a head of tiny's two
+    with pytest.raises(ElectraError, match="whole sizes"):
+        cfg.validate()
