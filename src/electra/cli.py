@@ -10,6 +10,12 @@ from collections.abc import Sequence
 from electra.errors import ElectraError
 
 
+def _show_progress() -> bool:
+    """Progress bars only on a terminal: in a pipe or a log file they are noise, and the one
+    line that reports an error must stay the only line on stderr."""
+    return sys.stderr.isatty()
+
+
 def _add_vocab(sub) -> None:
     p = sub.add_parser("vocab", help="train a WordPiece vocabulary (or adopt a vocab.txt)",
                        description="Train a BERT-style WordPiece vocabulary with the `tokenizers` "
@@ -35,7 +41,8 @@ def _run_vocab(args) -> None:
         if not args.corpus:
             raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
         out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
-                          text_field=args.text_field, overwrite=args.overwrite)
+                          text_field=args.text_field, overwrite=args.overwrite,
+                          show_progress=_show_progress())
     print(f"vocabulary written to {out}")
 
 
@@ -62,7 +69,8 @@ def _run_prepare(args) -> None:
 
     manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
                               text_field=args.text_field, seed=args.seed,
-                              heldout_fraction=args.heldout_fraction, overwrite=args.overwrite)
+                              heldout_fraction=args.heldout_fraction, overwrite=args.overwrite,
+                              show_progress=_show_progress())
     splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
               for name, s in manifest["splits"].items()}
     print(json.dumps({"out": args.out, "splits": splits}))
@@ -121,7 +129,7 @@ def _run_pretrain(args) -> None:
 
     cfg = build_pretrain_config(args)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
-                       show_progress=not args.quiet)
+                       show_progress=not args.quiet and _show_progress())
     if summary.get("final"):
         print(json.dumps(summary, indent=2))
 
@@ -185,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.func(args)
     except ElectraError as e:
-        print(f"electra {args.command}: error: {e}", file=sys.stderr)
+        message = " ".join(str(e).split())  # always one line, whatever the cause's text
+        print(f"electra {args.command}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"electra {args.command}: interrupted", file=sys.stderr)

@@ -160,6 +160,9 @@ class TrainConfig:
                      "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ElectraError(f"train.{name} must be positive, got {getattr(self, name)}")
+        if self.batch_size % self.grad_accum:
+            raise ElectraError(f"train.batch_size ({self.batch_size}) must be divisible by "
+                               f"train.grad_accum ({self.grad_accum})")
         if self.learning_rate <= 0:
             raise ElectraError(f"train.learning_rate must be positive, got {self.learning_rate}")
         if self.warmup_steps < 0:

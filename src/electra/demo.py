@@ -138,7 +138,8 @@ def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
     lines += ["", f"{'held-out metric':<24}{'untrained':>12}{'trained':>12}"]
     for key, label in (("gen_acc", "generator accuracy"), ("disc_acc", "discriminator accuracy"),
                        ("disc_auc", "discriminator AUC"), ("replaced_frac", "replaced fraction")):
-        lines.append(f"{label:<24}{b.get(key, float('nan')):>12.3f}{a.get(key, float('nan')):>12.3f}")
+        before, after = b.get(key, float("nan")), a.get(key, float("nan"))
+        lines.append(f"{label:<24}{before:>12.3f}{after:>12.3f}")
     lines += ["", "model written to:"]
     for name, path in r["final"].items():
         cls = "ElectraForPreTraining" if name == "discriminator" else "ElectraForMaskedLM"

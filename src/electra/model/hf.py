@@ -57,6 +57,10 @@ def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
     if data.get("hidden_act", "gelu") != "gelu":
         raise ElectraError(f"{where}: hidden_act {data['hidden_act']!r} is not supported "
                            "(only exact gelu)")
+    if data.get("position_embedding_type", "absolute") != "absolute":
+        raise ElectraError(f"{where}: position_embedding_type "
+                           f"{data['position_embedding_type']!r} is not supported (only "
+                           "absolute)")
     fields = {k: data[k] for k in ModelConfig.__dataclass_fields__ if k in data}
     fields.setdefault("embedding_size", data.get("hidden_size", ModelConfig.hidden_size))
     cfg = ModelConfig(**fields)

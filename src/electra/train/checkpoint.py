@@ -4,11 +4,13 @@ Layout: OUT/checkpoints/step_00000500/{model.safetensors, trainer.pt, rng_rank0.
 meta.json} and OUT/checkpoints/latest (the name of the newest complete checkpoint). A
 checkpoint is written into a temporary directory, renamed into place, and only then does
 `latest` move (itself replaced atomically), so a kill at any moment leaves the previous
-checkpoint as the latest one.
+checkpoint as the latest one. meta.json records every file's size and sha256, so a truncated
+or corrupted file is reported on resume instead of silently loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -62,11 +64,22 @@ def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int) -> 
                 "step": step}, tmp / "trainer.pt")
 
 
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int) -> Path:
-    """Seal the checkpoint (meta.json lists every file and its size), move it into place,
-    point `latest` at it and delete old ones beyond `keep`."""
-    files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
-    (tmp / META).write_text(json.dumps({**meta, "step": step, "files": files}, indent=2))
+    """Seal the checkpoint (meta.json lists every file's size and sha256), move it into
+    place, point `latest` at it and delete old ones beyond `keep`."""
+    paths = sorted(tmp.iterdir())
+    files = {p.name: p.stat().st_size for p in paths}
+    digests = {p.name: sha256(p) for p in paths}
+    (tmp / META).write_text(json.dumps({**meta, "step": step, "files": files,
+                                        "sha256": digests}, indent=2))
     root = checkpoint_root(out_dir)
     final = root / f"step_{step:08d}"
     if final.exists():
@@ -91,36 +104,55 @@ def find_latest(out_dir: Path) -> Path | None:
     return path
 
 
-def verify(path: Path) -> dict[str, Any]:
-    """meta.json exists and every file it lists is there with its recorded size."""
-    meta_path = path / META
+def read_meta(path: Path) -> dict[str, Any]:
     try:
-        meta = json.loads(meta_path.read_text())
-        files = meta["files"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        meta = json.loads((path / META).read_text())
+        meta["files"] = dict(meta["files"])
+        meta["sha256"] = dict(meta.get("sha256", {}))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
         raise ElectraError(f"{path}: corrupt or incomplete checkpoint (unreadable {META})"
                            ) from None
+    return meta
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """meta.json exists and every file it lists is there with its recorded size and hash."""
+    meta = read_meta(path)
+    files, digests = meta["files"], meta["sha256"]
     for name, size in files.items():
         f = path / name
         if not f.is_file() or f.stat().st_size != size:
             raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({name} missing or "
                                "truncated)")
+        if name in digests and sha256(f) != digests[name]:
+            raise ElectraError(f"{path}: corrupt checkpoint ({name} does not match its "
+                               "recorded sha256)")
     return meta
 
 
-def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int) -> int:
-    """Restore model, optimizer, schedule and this rank's RNG; return the step."""
+def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
+         world_size: int | None = None) -> int:
+    """Restore model, optimizer, schedule and this rank's RNG; return the step.
+
+    With `world_size`, a checkpoint written by another number of processes is refused on
+    every rank alike (each rank's RNG stream is saved, so continuing exactly needs the same
+    number), instead of failing on some ranks only and hanging the others."""
+    saved_world = read_meta(path).get("world_size")
+    if world_size is not None and saved_world is not None and saved_world != world_size:
+        raise ElectraError(f"{path}: written by {saved_world} process(es), resumed with "
+                           f"{world_size}; resuming with a different number of processes is "
+                           "not supported")
     try:
         missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
         trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
         rng_file = path / f"rng_rank{rank}.pt"
         rng = torch.load(rng_file, map_location="cpu", weights_only=False)
     except FileNotFoundError as e:
-        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing; "
-                           "resuming with a different number of processes is not supported)"
+        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing)"
                            ) from None
     except Exception as e:  # corrupt safetensors/pickle raise a variety of types
-        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e})") from None
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({reason})") from None
     if missing or unexpected:
         raise ElectraError(f"{path}: checkpoint does not match the model (missing "
                            f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]})")

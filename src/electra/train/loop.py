@@ -56,11 +56,15 @@ def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, dat
         return
     if not saved_path.exists():
         raise ElectraError(f"{out}: nothing to resume (no {RUN_CONFIG})")
-    saved = json.loads(saved_path.read_text())
+    try:
+        saved = json.loads(saved_path.read_text())
+        saved_model = saved["config"]["model"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        raise ElectraError(f"{saved_path}: unreadable run configuration; cannot resume") from None
     if saved.get("vocab_checksum") != data.vocab_checksum:
         raise ElectraError(f"{data_dir}: built with another vocabulary than the run in {out} "
                            "(vocab checksum differs)")
-    if saved["config"]["model"] != cfg.to_dict()["model"]:
+    if saved_model != cfg.to_dict()["model"]:
         raise ElectraError(f"{out}: the model configuration differs from the run being resumed")
 
 
@@ -102,12 +106,6 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
                            f"grad_accum = {per_step}")
     micro_batch = tc.batch_size // per_step
     _check_run_dir(out, cfg, data, data_dir, resume)
-    barrier(info)  # every rank checks OUT before rank 0 writes into it
-    if info.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / RUN_CONFIG).write_text(json.dumps(
-            {"config": cfg.to_dict(), "data": str(data_dir),
-             "vocab_checksum": data.vocab_checksum}, indent=2) + "\n")
 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
     objective = build_objective(cfg.model, cfg.objective, special_ids_for(data_dir))
@@ -120,9 +118,20 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     if resume:
         latest = checkpoint.find_latest(out)
         if latest is not None:
-            step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank)
-    if step >= tc.steps and resume:
+            step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
+                                   world_size=info.world_size)
+    # A run stopped after its last checkpoint but before its export resumes to export only.
+    exported = all((out / "final" / name / "model.safetensors").is_file()
+                   for name in objective.exportable())
+    if resume and (step > tc.steps or (step == tc.steps and exported)):
         raise ElectraError(f"{out}: already trained {step} steps (>= --steps {tc.steps})")
+    # Written only now, so that a resume refused above leaves OUT as it was.
+    barrier(info)  # every rank checks OUT before rank 0 writes into it
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_CONFIG).write_text(json.dumps(
+            {"config": cfg.to_dict(), "data": str(data_dir),
+             "vocab_checksum": data.vocab_checksum}, indent=2) + "\n")
 
     model = (DistributedDataParallel(objective, device_ids=[info.device.index]
                                      if info.device.type == "cuda" else None)

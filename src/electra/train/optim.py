@@ -26,14 +26,15 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int) -> float:
-    """Linear warm-up to the peak, then linear decay to 0 at `total_steps`.
+    """Linear warm-up times linear decay to 0 at `total_steps`.
 
-    As the official optimization.py: the decay is polynomial_decay(power=1) of the *global*
-    step, and during warm-up it is overridden by step / warmup_steps.
+    As ELECTRA's official model/optimization.py: polynomial_decay(power=1) of the *global*
+    step, multiplied by min(1, step / warmup_steps). (BERT's optimization.py replaces the
+    decayed rate by step / warmup_steps during warm-up instead; ELECTRA's is lower there by
+    the factor 1 - step / total_steps.)
     """
-    if warmup_steps and step < warmup_steps:
-        return step / warmup_steps
-    return max(0.0, 1.0 - step / total_steps)
+    warmup = min(1.0, step / warmup_steps) if warmup_steps else 1.0
+    return warmup * max(0.0, 1.0 - step / total_steps)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):

@@ -1,0 +1,239 @@
+"""Bad input through the `electra` command: exit status 1 and exactly one line on stderr,
+`electra CMD: error: ...`, never a traceback; and nothing half-made left on disk."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra.cli import main
+from electra.data.prepare import prepare_corpus
+from electra.tokenizer import train_vocab
+from electra.train import checkpoint
+
+TINY_SETS = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=32",
+             "--set", "model.num_hidden_layers=2", "--set", "model.intermediate_size=64",
+             "--set", "model.max_position_embeddings=64"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine two
+    OpenMP threads waiting for each other make every step many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def fails(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run the command; it must fail with one error line, which is returned."""
+    capsys.readouterr()
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"electra {argv[0]}: error: "), lines[0]
+    return lines[0]
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(directory)): f.read_bytes()
+            for f in sorted(directory.rglob("*")) if f.is_file()}
+
+
+def pretrain(data: Path, out: Path, *extra: str) -> list[str]:
+    return ["pretrain", "--data", str(data), "--out", str(out), "--quiet", "--steps", "2",
+            "--batch-size", "8", "--save-every", "2", *TINY_SETS, *extra]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    out = tmp_path_factory.mktemp("cli_run") / "out"
+    assert main(pretrain(data_dir, out)) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_vocab_data(tmp_path_factory: pytest.TempPathFactory, documents) -> Path:
+    """Data prepared with a vocabulary trained on other text (same size, other tokens)."""
+    root = tmp_path_factory.mktemp("other_vocab")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n\n".join(" ".join(reversed(doc)).upper() for doc in documents[:150]))
+    tok = train_vocab([corpus], 500, root / "tok", lowercase=False, show_progress=False)
+    out = root / "data"
+    prepare_corpus([corpus], tok, 32, out, show_progress=False)
+    return out
+
+
+# --- vocab and prepare --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["vocab", "prepare"])
+def test_missing_corpus(command, tmp_path, vocab_dir, capsys):
+    argv = [command, "--corpus", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "out")]
+    if command == "prepare":
+        argv += ["--tokenizer", str(vocab_dir)]
+    line = fails(capsys, argv)
+    assert "nope.txt" in line and "does not exist" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["vocab", "prepare"])
+def test_empty_corpus(command, tmp_path, vocab_dir, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n  \n")
+    argv = [command, "--corpus", str(empty), "--out", str(tmp_path / "out")]
+    if command == "prepare":
+        argv += ["--tokenizer", str(vocab_dir)]
+    assert "empty" in fails(capsys, argv)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["vocab", "prepare"])
+def test_invalid_json_line_is_named_and_nothing_is_left(command, tmp_path, vocab_dir,
+                                                        documents, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    good = [json.dumps({"text": " ".join(doc)}) for doc in documents[:40]]
+    corpus.write_text("\n".join(good[:30] + ['{"text": "unterminated'] + good[30:]) + "\n")
+    out = tmp_path / "made" / "out"
+    argv = [command, "--corpus", str(corpus), "--out", str(out)]
+    if command == "prepare":
+        argv += ["--tokenizer", str(vocab_dir)]
+    line = fails(capsys, argv)
+    assert f"{corpus}:31:" in line
+    assert not out.exists()
+    parent = out.parent
+    assert not parent.exists() or not any(parent.iterdir())  # no temporary directories
+
+
+# --- pretrain: data and configuration -----------------------------------------------------
+
+
+def test_pretrain_without_manifest(tmp_path, data_dir, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data)
+    (data / "manifest.json").unlink()
+    line = fails(capsys, pretrain(data, tmp_path / "out"))
+    assert "manifest.json" in line and "missing" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("content", ['{"format": "electra-pretraining-data", ', "[1, 2]",
+                                     '{"format": "something else"}'])
+def test_pretrain_with_corrupt_manifest(content, tmp_path, data_dir, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data)
+    (data / "manifest.json").write_text(content)
+    assert "manifest.json" in fails(capsys, pretrain(data, tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+BAD_CONFIGS = {
+    "negative steps": (["--steps", "-5"], "train.steps must be positive"),
+    "zero batch": (["--batch-size", "0"], "train.batch_size must be positive"),
+    "batch not divisible by accumulation": (["--batch-size", "8", "--grad-accum", "3"],
+                                            "divisible by train.grad_accum"),
+    "unknown --set key": (["--set", "model.hiden_size=32"], "unknown key 'hiden_size'"),
+    "unknown --set section": (["--set", "modle.hidden_size=32"], "unknown key 'modle'"),
+    "--set without a value": (["--set", "model.hidden_size"], "SECTION.KEY=VALUE"),
+    "wrong type": (["--set", "train.steps=many"], "expected int"),
+    "heads do not divide hidden": (["--set", "model.num_attention_heads=3"],
+                                   "divisible by model.num_attention_heads"),
+    "fractional generator heads": (["--set", "objective.generator_multiplier=0.25"],
+                                   "generator multiplier 0.25 does not give whole sizes"),
+    "dropout out of range": (["--set", "model.hidden_dropout_prob=1.5"], "hidden_dropout_prob"),
+    "sequence longer than positions": (["--set", "model.max_position_embeddings=16"],
+                                       "exceeds the model's max_position_embeddings"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_nonsensical_config(case, tmp_path, data_dir, capsys):
+    extra, expected = BAD_CONFIGS[case]
+    line = fails(capsys, pretrain(data_dir, tmp_path / "out", *extra))
+    assert expected in line
+    assert not (tmp_path / "out").exists()  # rejected before anything is written
+
+
+@pytest.mark.parametrize("content,expected", [
+    ('{"train": {"stepz": 3}}', "unknown key 'stepz'"),
+    ('{"train": {"steps": 3,}}', "invalid JSON"),
+    ('{"preset": "huge"}', "unknown preset 'huge'"),
+])
+def test_bad_config_file(content, expected, tmp_path, data_dir, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(content)
+    line = fails(capsys, pretrain(data_dir, tmp_path / "out", "--config", str(config)))
+    assert expected in line
+
+
+# --- pretrain: resuming -------------------------------------------------------------------
+
+
+def test_new_run_into_existing_run(small_run, data_dir, capsys):
+    assert "--resume" in fails(capsys, pretrain(data_dir, small_run))
+
+
+def test_resume_without_a_run(tmp_path, data_dir, capsys):
+    assert "nothing to resume" in fails(capsys, pretrain(data_dir, tmp_path, "--resume"))
+
+
+def test_resume_with_data_of_another_vocabulary(small_run, other_vocab_data, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(small_run, out)
+    before = snapshot(out)
+    line = fails(capsys, pretrain(other_vocab_data, out, "--resume", "--steps", "4"))
+    assert "another vocabulary" in line and str(other_vocab_data) in line
+    assert snapshot(out) == before  # a refused resume changes nothing
+
+
+def test_resume_with_another_model(small_run, data_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(small_run, out)
+    line = fails(capsys, pretrain(data_dir, out, "--resume", "--steps", "4",
+                                  "--set", "model.intermediate_size=128"))
+    assert "model configuration differs" in line
+
+
+def test_resume_with_corrupt_run_config(small_run, data_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(small_run, out)
+    (out / "config.json").write_text('{"config": ')
+    assert "config.json" in fails(capsys, pretrain(data_dir, out, "--resume", "--steps", "4"))
+
+
+def test_resume_with_truncated_checkpoint(small_run, data_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(small_run, out)
+    latest = checkpoint.find_latest(out)
+    weights = latest / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    before = snapshot(out)
+    line = fails(capsys, pretrain(data_dir, out, "--resume", "--steps", "4"))
+    assert str(latest) in line and "model.safetensors" in line
+    assert snapshot(out) == before
+
+
+def test_resume_past_the_end(small_run, data_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(small_run, out)
+    before = snapshot(out)
+    assert "already trained 2 steps" in fails(capsys, pretrain(data_dir, out, "--resume"))
+    assert snapshot(out) == before
+
+
+# --- flops --------------------------------------------------------------------------------
+
+
+def test_flops_unknown_preset(capsys):
+    line = fails(capsys, ["flops", "--preset", "gigantic"])
+    assert "unknown preset 'gigantic'" in line and "small" in line
+
+
+def test_flops_nonsense_sizes(capsys):
+    assert "batch size" in fails(capsys, ["flops", "--preset", "small", "--batch-size", "0"])
