@@ -1,0 +1,55 @@
+"""The `glue` pseudo-task: fine-tune each GLUE task found in DATA and report the GLUE score as
+the papers do (section 5.2.4): the mean over tasks of the median dev score, using MCC for
+CoLA, Spearman for STS-B, matched accuracy for MNLI and accuracy elsewhere, WNLI excluded."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from electra.errors import ElectraError
+from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name
+
+
+def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str]:
+    """The requested tasks, or every GLUE task with a train.tsv under DATA."""
+    if names:
+        out = []
+        for name in names:
+            canonical = glue_name(name)
+            if canonical is None:
+                raise ElectraError(f"{name!r} is not a GLUE task ({', '.join(SPECS)})")
+            out.append(canonical)
+        return out
+    found = [n for n in SPECS if (Path(data_dir) / n / "train.tsv").is_file()]
+    if not found:
+        raise ElectraError(f"{data_dir}: no GLUE task folders with a train.tsv")
+    return found
+
+
+def run_glue(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
+             settings: FinetuneSettings | None = None, names: list[str] | None = None,
+             show_progress: bool = False) -> dict:
+    out = Path(out_dir)
+    per_task = {}
+    for name in glue_tasks(data_dir, names):
+        task = GlueTask(name)
+        res = finetune(model_dir, name, data_dir, out / name, settings, show_progress, task=task)
+        key = primary_key(task)
+        per_task[name] = {"metric": key, "median": res["median"][key],
+                          "medians": res["median"], "results": str(out / name / "results.json")}
+    scored = [t for t in GLUE_SCORE_TASKS if t in per_task]
+    results = {
+        "task": "glue",
+        "tasks": per_task,
+        # In points (x100), as the papers print it; over the tasks run, WNLI excluded.
+        "glue_score": (100 * statistics.fmean(per_task[t]["median"] for t in scored)
+                       if scored else None),
+        "glue_score_tasks": scored,
+        "complete": len(scored) == len(GLUE_SCORE_TASKS),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results

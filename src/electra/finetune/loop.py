@@ -1,0 +1,315 @@
+"""Fine-tune and evaluate: N seeds from one checkpoint, medians reported (dissertation section
+5.2.4: "the median of 10 fine-tuning runs from the same pre-trained checkpoint"), with the
+hyper-parameters of Table 5.2 as defaults.
+
+OUT/results.json: task, metric names, per-seed dev scores, their median/mean/std, settings and
+each seed's dev predictions file (JSON lines, one per dev example in input order:
+{"index", "prediction", "label"}). OUT/model: the best seed's fine-tuned model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from electra.errors import ElectraError
+from electra.finetune.data import collate, eval_batches, train_batches
+from electra.finetune.heads import FinetuneModel
+from electra.finetune.model_io import load_finetuned, load_source, save_finetuned
+from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
+from electra.tasks import Task, get_task
+from electra.tasks.base import Example
+
+# Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
+SIZE_DEFAULTS = {"tiny": (3e-4, 0.8), "small": (3e-4, 0.8), "base": (1e-4, 0.8),
+                 "large": (5e-5, 0.9)}
+
+
+@dataclass
+class FinetuneSettings:
+    lr: float | None = None  # None: from the model size (Table 5.2)
+    layerwise_decay: float | None = None  # None: from the model size
+    lr_decay_style: str = "dissertation"  # or "official" (see electra.finetune.optim)
+    size: str | None = None  # tiny/small/base/large; None: inferred from the hidden size
+    epochs: float | None = None  # None: the task's (10 for RTE and STS-B, 3 otherwise)
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    max_seq_len: int = 128
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.0
+    adam_eps: float = 1e-6
+    dropout: float = 0.1
+    seeds: int = 1
+    seed: int = 1
+    max_train_examples: int | None = None  # the first K training examples
+    max_eval_examples: int | None = None
+    bf16: bool = False
+    device: str = "auto"
+    save_all_seeds: bool = False
+
+    def validate(self) -> None:
+        if self.lr_decay_style not in LR_DECAY_STYLES:
+            raise ElectraError(f"--lr-decay-style must be one of {LR_DECAY_STYLES}")
+        if self.size is not None and self.size not in SIZE_DEFAULTS:
+            raise ElectraError(f"--size must be one of {', '.join(SIZE_DEFAULTS)}")
+        for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds"):
+            if getattr(self, name) < 1:
+                raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_seq_len > 512:
+            raise ElectraError(f"max_seq_len {self.max_seq_len} exceeds 512")
+        if self.lr is not None and self.lr <= 0:
+            raise ElectraError(f"--lr must be positive, got {self.lr}")
+        if self.layerwise_decay is not None and not 0 < self.layerwise_decay <= 1:
+            raise ElectraError(f"--layerwise-decay must be in (0, 1], got {self.layerwise_decay}")
+        if self.epochs is not None and self.epochs <= 0:
+            raise ElectraError(f"--epochs must be positive, got {self.epochs}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ElectraError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+
+
+def infer_size(hidden_size: int) -> str:
+    """ELECTRA sizes by hidden width (Table 5.1): Small 256, Base 768, Large 1024."""
+    if hidden_size <= 128:
+        return "tiny"
+    if hidden_size <= 256:
+        return "small"
+    return "base" if hidden_size <= 768 else "large"
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _metric_key(split: str, metric: str, task: Task) -> str:
+    return metric if len(task.eval_splits) == 1 else f"{split}_{metric}"
+
+
+def primary_key(task: Task) -> str:
+    return _metric_key(next(iter(task.eval_splits)), task.primary_metric, task)
+
+
+@torch.no_grad()
+def predict_examples(model: FinetuneModel, task: Task, examples: list[Example], tokenizer,
+                     settings: FinetuneSettings, device: torch.device) -> list:
+    """One prediction per example, in input order (batches are length-sorted internally)."""
+    features = task.featurize(examples, tokenizer, settings.max_seq_len)
+    pad_id = tokenizer.token_to_id("[PAD]") or 0
+    outputs: list[np.ndarray | None] = [None] * len(features)
+    model.eval()
+    for idx in eval_batches(features, settings.eval_batch_size):
+        batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.bf16):
+            logits = model(batch).float().cpu().numpy()
+        for row, i in enumerate(idx):
+            outputs[i] = logits[row, :len(features[i]["input_ids"])] \
+                if logits.ndim == 3 else logits[row]
+    return task.postprocess(examples, features, outputs)
+
+
+def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir: Path,
+                    prefix: str = "") -> tuple[dict[str, float], dict[str, str]]:
+    """Scores on each evaluation split and the path of its predictions file."""
+    scores: dict[str, float] = {}
+    paths: dict[str, str] = {}
+    for split, examples in eval_sets.items():
+        preds = predict_examples(model, task, examples, tokenizer, settings, device)
+        for metric, value in task.score(examples, preds).items():
+            scores[_metric_key(split, metric, task)] = value
+        path = out_dir / f"{prefix}{split}_predictions.jsonl"
+        write_predictions(path, task, examples, preds)
+        paths[split] = str(path)
+    return scores, paths
+
+
+def write_predictions(path: Path, task: Task, examples: list[Example], preds: list) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for ex, pred in zip(examples, preds, strict=True):
+            f.write(json.dumps({"index": ex.index, "prediction": pred,
+                                "label": task.gold(ex)}) + "\n")
+
+
+def _train(model: FinetuneModel, task: Task, features: list[dict], settings: FinetuneSettings,
+           lr: float, decay: float, epochs: float, seed: int, device: torch.device,
+           pad_id: int, show_progress: bool) -> float:
+    """Train in place; returns the last running loss."""
+    gen = torch.Generator().manual_seed(seed)
+    steps_per_epoch = math.ceil(len(features) / settings.batch_size)
+    total = max(1, int(math.ceil(steps_per_epoch * epochs)))
+    opt, sched = build_optimizer(model, lr, decay, model.encoder.config.num_hidden_layers, total,
+                                 settings.warmup_fraction, settings.lr_decay_style,
+                                 settings.weight_decay, settings.adam_eps)
+    model.train()
+    step, running, correct, seen = 0, None, 0, 0
+    bar = tqdm(total=total, desc=f"{task.name} seed {seed}", disable=not show_progress,
+               dynamic_ncols=True)
+    while step < total:
+        for idx in train_batches(len(features), settings.batch_size, gen):
+            if step >= total:
+                break
+            batch = {k: v.to(device) for k, v in
+                     collate([features[i] for i in idx], pad_id).items()}
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.bf16):
+                logits = model(batch)
+            loss = task.loss(logits, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            # The official optimizer clips the global gradient norm to 1.0.
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            value = float(loss.detach())
+            running = value if running is None else 0.95 * running + 0.05 * value
+            if show_progress:
+                post = {"loss": f"{running:.4f}"}
+                if logits.shape[-1] > 1:  # running training accuracy (tokens or sequences)
+                    mask = batch["labels"] != -100
+                    correct += int(((logits.argmax(-1) == batch["labels"]) & mask).sum())
+                    seen += int(mask.sum())
+                    post["acc"] = f"{correct / max(1, seen):.3f}"
+                bar.set_postfix(post)
+                bar.update(1)
+    bar.close()
+    return float(running or 0.0)
+
+
+def _summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "mean": statistics.fmean(values),
+            "std": statistics.pstdev(values) if len(values) > 1 else 0.0, "values": values}
+
+
+def _eval_sets(task: Task, data_dir, settings: FinetuneSettings) -> dict[str, list[Example]]:
+    sets = {}
+    for split in task.eval_splits:
+        examples = task.read(data_dir, split)
+        if settings.max_eval_examples:
+            examples = examples[:settings.max_eval_examples]
+        sets[split] = examples
+    return sets
+
+
+def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_dir: str | Path,
+             settings: FinetuneSettings | None = None, show_progress: bool = False,
+             task: Task | None = None) -> dict:
+    """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json."""
+    settings = settings or FinetuneSettings()
+    settings.validate()
+    task = task or get_task(task_name)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(settings.device)
+
+    encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
+    size = settings.size or infer_size(encoder.config.hidden_size)
+    lr = settings.lr if settings.lr is not None else SIZE_DEFAULTS[size][0]
+    decay = (settings.layerwise_decay if settings.layerwise_decay is not None
+             else SIZE_DEFAULTS[size][1])
+    epochs = settings.epochs if settings.epochs is not None else task.default_epochs
+
+    train = task.read(data_dir, "train")
+    if settings.max_train_examples:
+        train = train[:settings.max_train_examples]
+    if not train:
+        raise ElectraError(f"{data_dir}: no training examples for {task.name}")
+    eval_sets = _eval_sets(task, data_dir, settings)
+    features = task.featurize(train, tokenizer, settings.max_seq_len)
+    pad_id = tokenizer.token_to_id("[PAD]") or 0
+
+    resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
+                "epochs": epochs, "size": size}
+    per_seed, best = [], None
+    key = primary_key(task)
+    for k in range(settings.seeds):
+        seed = settings.seed + k
+        torch.manual_seed(seed)
+        if k > 0:
+            encoder, _, _ = load_source(model_dir)
+        model = FinetuneModel(encoder, task.head_kind, task.num_outputs, settings.dropout)
+        model.to(device)
+        start = time.perf_counter()
+        loss = _train(model, task, features, settings, lr, decay, epochs, seed, device, pad_id,
+                      show_progress)
+        seconds = time.perf_counter() - start
+        scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
+                                        out / f"seed{seed}")
+        entry = {"seed": seed, "scores": scores, "predictions": paths,
+                 "final_train_loss": loss, "train_seconds": round(seconds, 2)}
+        info = {"task": task.state(), "head_kind": task.head_kind,
+                "num_outputs": task.num_outputs, "source_model": str(model_dir),
+                "settings": resolved, "seed": seed, "scores": scores}
+        if settings.save_all_seeds:
+            entry["model"] = str(save_finetuned(model, out / f"seed{seed}" / "model", model_dir,
+                                                info))
+        if best is None or scores[key] > best:
+            best = scores[key]
+            save_finetuned(model, out / "model", model_dir, info)
+        per_seed.append(entry)
+        model.to("cpu")
+    metric_keys = list(per_seed[0]["scores"])
+    results = {
+        "task": task.name,
+        "metric_names": metric_keys,
+        "primary_metric": key,
+        "seeds": per_seed,
+        "summary": {m: _summary([s["scores"][m] for s in per_seed]) for m in metric_keys},
+        "median": {m: statistics.median([s["scores"][m] for s in per_seed])
+                   for m in metric_keys},
+        "settings": resolved,
+        "model": str(model_dir),
+        "data": str(data_dir),
+        "num_train_examples": len(train),
+        "num_eval_examples": {s: len(e) for s, e in eval_sets.items()},
+        "best_model": str(out / "model"),
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
+             task_name: str | None = None, settings: FinetuneSettings | None = None,
+             max_seq_len: int | None = None) -> dict:
+    """Score a fine-tuned model on the task's dev split(s); writes results.json. The sequence
+    length is the one it was fine-tuned with unless `max_seq_len` is given."""
+    model, tokenizer, info = load_finetuned(model_dir)
+    task = _restore_task(info, task_name)
+    settings = eval_settings(settings, info, max_seq_len)
+    device = resolve_device(settings.device)
+    model.to(device)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    eval_sets = _eval_sets(task, data_dir, settings)
+    scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out)
+    results = {"task": task.name, "metric_names": list(scores), "primary_metric":
+               primary_key(task), "scores": scores, "predictions": paths,
+               "model": str(model_dir), "data": str(data_dir)}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def eval_settings(settings: FinetuneSettings | None, info: dict, max_seq_len: int | None
+                  ) -> FinetuneSettings:
+    settings = dataclasses.replace(settings) if settings else FinetuneSettings()
+    settings.max_seq_len = max_seq_len or info["settings"]["max_seq_len"]
+    settings.validate()
+    return settings
+
+
+def _restore_task(info: dict, task_name: str | None) -> Task:
+    saved = info["task"]["name"]
+    task = get_task(task_name or saved, **info["task"].get("options", {}))
+    if task.name != saved:
+        raise ElectraError(f"the model was fine-tuned on {saved}, not {task.name}")
+    task.load_state(info["task"])
+    return task

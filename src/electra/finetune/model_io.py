@@ -1,0 +1,101 @@
+"""Loading pre-trained encoders for fine-tuning and saving/loading fine-tuned models.
+
+A fine-tuned model directory is a Hugging Face ELECTRA directory (config.json with
+architectures ["ElectraModel"], model.safetensors with the encoder under `electra.`, tokenizer
+files) plus the head under `task_head.` and finetune.json (task, labels, settings, scores), so
+`transformers.ElectraModel.from_pretrained` loads its encoder and `electra evaluate/predict`
+load all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from electra.errors import ElectraError
+from electra.finetune.heads import FinetuneModel
+from electra.model.encoder import Encoder
+from electra.model.hf import (
+    _load_strict,
+    atomic_directory,
+    commit_directory,
+    encoder_from_hf,
+    encoder_to_hf,
+    hf_config,
+    read_model_dir,
+)
+from electra.tokenizer import TOKENIZER_FILES, load_tokenizer
+
+FINETUNE_FILE = "finetune.json"
+
+
+def check_model_dir(model_dir: str | Path) -> None:
+    """One error listing everything a model directory lacks (config, weights, tokenizer)."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise ElectraError(f"{d}: model directory does not exist")
+    missing = []
+    if not (d / "config.json").is_file():
+        missing.append("config.json")
+    if not ((d / "model.safetensors").is_file() or (d / "pytorch_model.bin").is_file()):
+        missing.append("model.safetensors (or pytorch_model.bin)")
+    if not ((d / "tokenizer.json").is_file() or (d / "vocab.txt").is_file()):
+        missing.append("tokenizer files (tokenizer.json or vocab.txt)")
+    if missing:
+        raise ElectraError(f"{d}: not a usable model directory, missing {', '.join(missing)}")
+
+
+def load_source(model_dir: str | Path):
+    """(encoder, tokenizer, config.json dict) of a pre-trained or fine-tuned directory."""
+    check_model_dir(model_dir)
+    cfg, raw, state = read_model_dir(model_dir)
+    encoder = Encoder(cfg)
+    _load_strict(encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    return encoder, load_tokenizer(model_dir), raw
+
+
+def read_finetune_info(model_dir: str | Path) -> dict:
+    path = Path(model_dir) / FINETUNE_FILE
+    if not path.is_file():
+        raise ElectraError(f"{model_dir}: no {FINETUNE_FILE} (not a fine-tuned model directory; "
+                           "fine-tune it first with `electra finetune`)")
+    return json.loads(path.read_text())
+
+
+def load_finetuned(model_dir: str | Path) -> tuple[FinetuneModel, object, dict]:
+    """(model with head, tokenizer, finetune.json) of a directory written by `save_finetuned`."""
+    info = read_finetune_info(model_dir)
+    check_model_dir(model_dir)
+    cfg, _, state = read_model_dir(model_dir)
+    model = FinetuneModel(Encoder(cfg), info["head_kind"], info["num_outputs"])
+    _load_strict(model.encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    head = {k[len("task_head."):]: v for k, v in state.items() if k.startswith("task_head.")}
+    _load_strict(model.task_head, head, model_dir)
+    return model, load_tokenizer(model_dir), info
+
+
+def save_finetuned(model: FinetuneModel, out_dir: str | Path, tokenizer_dir: str | Path,
+                   info: dict) -> Path:
+    out = Path(out_dir)
+    tmp = atomic_directory(out)
+    try:
+        cfg = hf_config(model.encoder.config, "ElectraModel")
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+        state = encoder_to_hf(model.encoder.state_dict())
+        state.update({f"task_head.{k}": v for k, v in model.task_head.state_dict().items()})
+        state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
+                 for k, v in state.items()}
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        for name in TOKENIZER_FILES:
+            if (Path(tokenizer_dir) / name).is_file():
+                shutil.copyfile(Path(tokenizer_dir) / name, tmp / name)
+        (tmp / FINETUNE_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        commit_directory(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,52 @@
+"""Test-set predictions: GLUE server TSVs ("index<TAB>prediction", file names as the GLUE
+submission expects: CoLA.tsv, MNLI-m.tsv, MNLI-mm.tsv, ...) or JSON lines for other tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from electra.finetune.loop import (
+    FinetuneSettings,
+    _restore_task,
+    eval_settings,
+    predict_examples,
+    resolve_device,
+    write_predictions,
+)
+from electra.finetune.model_io import load_finetuned
+from electra.tasks.glue import GlueTask
+
+
+def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
+            task_name: str | None = None, settings: FinetuneSettings | None = None,
+            max_seq_len: int | None = None) -> list[str]:
+    """Write test-set predictions of a fine-tuned model; returns the files written."""
+    model, tokenizer, info = load_finetuned(model_dir)
+    task = _restore_task(info, task_name)
+    settings = eval_settings(settings, info, max_seq_len)
+    device = resolve_device(settings.device)
+    model.to(device)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if isinstance(task, GlueTask):
+        jobs = [(task.read(data_dir, split), filename)
+                for split, filename in zip(task.test_splits, task.spec.submission, strict=True)]
+        diagnostic = Path(data_dir) / "diagnostic" / "diagnostic.tsv"
+        if task.name == "MNLI" and diagnostic.is_file():
+            # The GLUE server also wants AX.tsv: the diagnostic set scored by the MNLI model.
+            jobs.append((task.read_test_file(diagnostic), "AX.tsv"))
+        for examples, filename in jobs:
+            preds = predict_examples(model, task, examples, tokenizer, settings, device)
+            path = out / filename
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("index\tprediction\n")
+                for ex, pred in zip(examples, preds, strict=True):
+                    f.write(f"{ex.uid}\t{task.format_prediction(pred)}\n")
+            written.append(str(path))
+        return written
+    examples = task.read(data_dir, "test")
+    preds = predict_examples(model, task, examples, tokenizer, settings, device)
+    path = out / "test_predictions.jsonl"
+    write_predictions(path, task, examples, preds)
+    return [str(path)]

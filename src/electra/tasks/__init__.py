@@ -1,0 +1,33 @@
+"""Task registry: a name -> a fresh `Task` (see `electra.tasks.base` for the interface)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from electra.errors import ElectraError
+from electra.tasks.base import Example, Task
+from electra.tasks.glue import SPECS, GlueTask, glue_name
+from electra.tasks.tagging import chunking, ner, pos
+
+TAGGING: dict[str, Callable[[], Task]] = {"chunk": chunking, "ner": ner, "pos": pos}
+
+__all__ = ["Example", "Task", "get_task", "task_names"]
+
+
+def task_names() -> list[str]:
+    return [*SPECS, *TAGGING, "user"]
+
+
+def get_task(name: str, **options) -> Task:
+    """A new task object by name (GLUE names are case-insensitive; "user" needs options)."""
+    canonical = glue_name(name)
+    if canonical is not None:
+        return GlueTask(canonical)
+    if name.lower() in TAGGING:
+        return TAGGING[name.lower()]()
+    if name.lower() == "user":
+        from electra.tasks.user import UserTask
+
+        return UserTask(**options)
+    raise ElectraError(f"unknown task {name!r}; choose one of {', '.join(task_names())} "
+                       "or glue")

@@ -1,0 +1,142 @@
+"""The nine GLUE tasks, read from the standard GLUE directory layout (DATA/<Task>/{train,dev,
+test}.tsv; MNLI has dev_matched/dev_mismatched and test_matched/test_mismatched).
+
+Columns are found by header name; CoLA's train/dev files have no header (source, label,
+original mark, sentence). Metrics follow the dissertation, section 2.6.2, plus F1 (MRPC, QQP)
+and Pearson (STS-B) as GLUE reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from electra.errors import ElectraError
+from electra.tasks.base import Example, read_delimited
+from electra.tasks.sentence import SentenceTask
+
+
+@dataclass(frozen=True)
+class GlueSpec:
+    name: str
+    text_columns: tuple[str, ...]
+    label_column: str | None
+    labels: tuple[str, ...]  # empty: regression
+    metrics: tuple[str, ...]
+    # The metric that counts in the GLUE score (section 2.6.2: MCC for CoLA, Spearman for STS,
+    # accuracy elsewhere; MNLI counts its matched accuracy).
+    glue_metric: str
+    epochs: int = 3  # Table 5.2: 10 for RTE and STS, 3 otherwise
+    eval_splits: tuple[tuple[str, str], ...] = (("dev", "dev"),)
+    test_splits: tuple[tuple[str, str], ...] = (("test", "test"),)
+    submission: tuple[str, ...] = ()  # GLUE server file name per test split
+    test_id_column: str = "index"
+    skip_short_rows: bool = False  # QQP's train file has a few truncated rows
+
+
+_BIN = ("0", "1")
+_ENT = ("entailment", "not_entailment")
+SPECS: dict[str, GlueSpec] = {s.name: s for s in [
+    GlueSpec("CoLA", ("sentence",), "label", _BIN, ("mcc", "accuracy"), "mcc",
+             submission=("CoLA.tsv",)),
+    GlueSpec("SST-2", ("sentence",), "label", _BIN, ("accuracy",), "accuracy",
+             submission=("SST-2.tsv",)),
+    GlueSpec("MRPC", ("#1 String", "#2 String"), "Quality", _BIN, ("accuracy", "f1"),
+             "accuracy", submission=("MRPC.tsv",)),
+    GlueSpec("STS-B", ("sentence1", "sentence2"), "score", (), ("pearson", "spearman"),
+             "spearman", epochs=10, submission=("STS-B.tsv",)),
+    GlueSpec("QQP", ("question1", "question2"), "is_duplicate", _BIN, ("accuracy", "f1"),
+             "accuracy", submission=("QQP.tsv",), test_id_column="id", skip_short_rows=True),
+    GlueSpec("MNLI", ("sentence1", "sentence2"), "gold_label",
+             ("contradiction", "entailment", "neutral"), ("accuracy",), "accuracy",
+             eval_splits=(("matched", "dev_matched"), ("mismatched", "dev_mismatched")),
+             test_splits=(("test_matched", "test_matched"),
+                         ("test_mismatched", "test_mismatched")),
+             submission=("MNLI-m.tsv", "MNLI-mm.tsv")),
+    GlueSpec("QNLI", ("question", "sentence"), "label", _ENT, ("accuracy",), "accuracy",
+             submission=("QNLI.tsv",)),
+    GlueSpec("RTE", ("sentence1", "sentence2"), "label", _ENT, ("accuracy",), "accuracy",
+             epochs=10, submission=("RTE.tsv",)),
+    GlueSpec("WNLI", ("sentence1", "sentence2"), "label", _BIN, ("accuracy",), "accuracy",
+             submission=("WNLI.tsv",)),
+]}
+ALIASES = {"sst": "SST-2", "sts": "STS-B", "stsb": "STS-B", "sst2": "SST-2"}
+# Section 5.2.4: WNLI is left out of the dev-set GLUE score.
+GLUE_SCORE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE")
+
+
+def glue_name(name: str) -> str | None:
+    """The canonical GLUE task name for `name` (case-insensitive), or None."""
+    low = name.lower()
+    for canonical in SPECS:
+        if canonical.lower() == low or canonical.lower().replace("-", "") == low:
+            return canonical
+    return ALIASES.get(low)
+
+
+class GlueTask(SentenceTask):
+    def __init__(self, name: str):
+        spec = SPECS[name]
+        self.spec = spec
+        self.name = spec.name
+        self.labels = list(spec.labels)
+        self.regression = not spec.labels
+        self.metric_names = spec.metrics
+        self.primary_metric = spec.glue_metric
+        self.default_epochs = spec.epochs
+        self.eval_splits = dict(spec.eval_splits)
+        self.test_splits = dict(spec.test_splits)
+
+    def task_dir(self, data_dir: str | Path) -> Path:
+        """DATA/<Task> if it exists, else DATA itself (pointing straight at the task folder)."""
+        d = Path(data_dir)
+        return d / self.name if (d / self.name).is_dir() else d
+
+    def read(self, data_dir: str | Path, split: str) -> list[Example]:
+        stem = {"train": "train", **self.eval_splits, **self.test_splits}.get(split)
+        if stem is None:
+            raise ElectraError(f"{self.name}: no split {split!r}")
+        path = self.task_dir(data_dir) / f"{stem}.tsv"
+        is_test = stem.startswith("test")
+        return self._read_file(path, is_test)
+
+    def read_test_file(self, path: Path) -> list[Example]:
+        """An unlabelled file in this task's test layout (e.g. GLUE's diagnostic set)."""
+        return self._read_file(path, is_test=True)
+
+    def _read_file(self, path: Path, is_test: bool) -> list[Example]:
+        rows = read_delimited(path)
+        if self.name == "CoLA" and not is_test:
+            header = ["source", "label", "mark", "sentence"]  # no header row in the file
+        else:
+            first = next(rows, None)
+            if first is None:
+                raise ElectraError(f"{path}: empty file")
+            header = first[1]
+        cols = {name: i for i, name in enumerate(header)}
+        wanted = list(self.spec.text_columns)
+        wanted += [self.spec.test_id_column] if is_test else [self.spec.label_column]
+        missing = [c for c in wanted if c not in cols]
+        if missing:
+            raise ElectraError(f"{path}:1: missing column(s) {missing} (header: {header})")
+        examples: list[Example] = []
+        for lineno, row in rows:
+            where = f"{path}:{lineno}"
+            if len(row) != len(header):
+                if self.spec.skip_short_rows and not is_test:
+                    continue
+                raise ElectraError(f"{where}: {len(row)} columns, expected {len(header)}")
+            texts = tuple(row[cols[c]] for c in self.spec.text_columns)
+            if any(not t.strip() for t in texts):
+                raise ElectraError(f"{where}: empty text")
+            label = None if is_test else self.check_label(row[cols[self.spec.label_column]],
+                                                           where)
+            uid = row[cols[self.spec.test_id_column]] if is_test else str(len(examples))
+            examples.append(Example(index=len(examples), texts=texts, label=label, uid=uid,
+                                    where=where))
+        return examples
+
+    def format_prediction(self, pred) -> str:
+        if self.regression:  # the GLUE server expects STS-B scores within [0, 5]
+            return f"{min(5.0, max(0.0, pred)):.3f}"
+        return str(pred)

@@ -1,0 +1,98 @@
+"""Your own sentence(-pair) task from CSV, TSV or JSON lines files.
+
+DATA holds train.{csv,tsv,jsonl} and dev.{...} (test optional). CSV/TSV files need a header
+row; `text_a`, `text_b` (optional) and `label` name columns (JSONL: fields). Classification
+labels are the set seen in train (saved with the model); `label_type="real"` is regression.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from electra.errors import ElectraError
+from electra.tasks.base import Example, open_text, read_delimited
+from electra.tasks.sentence import SentenceTask
+
+FORMATS = (".tsv", ".csv", ".jsonl")
+
+
+class UserTask(SentenceTask):
+    name = "user"
+
+    def __init__(self, text_a: str | None = None, text_b: str | None = None,
+                 label: str | None = None, label_type: str = "class"):
+        if not text_a or not label:
+            raise ElectraError("task user needs --text-a COLUMN and --label COLUMN "
+                               "(and --text-b COLUMN for sentence pairs)")
+        if label_type not in ("class", "real"):
+            raise ElectraError(f"label type must be class or real, got {label_type!r}")
+        self.columns = [c for c in (text_a, text_b) if c]
+        self.label_column = label
+        self.label_type = label_type
+        self.regression = label_type == "real"
+        self.metric_names = ("pearson", "spearman") if self.regression else ("accuracy",)
+        self.primary_metric = self.metric_names[0]
+        self.labels = []
+        self.options = {"text_a": text_a, "text_b": text_b, "label": label,
+                        "label_type": label_type}
+
+    def state(self) -> dict:
+        return {**super().state(), "options": self.options}
+
+    def read(self, data_dir: str | Path, split: str) -> list[Example]:
+        d = Path(data_dir)
+        path = next((d / f"{split}{ext}" for ext in FORMATS if (d / f"{split}{ext}").is_file()),
+                    None)
+        if path is None:
+            raise ElectraError(f"{d}: no {split}.tsv, {split}.csv or {split}.jsonl")
+        rows = self._rows(path)
+        has_label = split != "test"
+        if split == "train" and not self.regression and not self.labels:
+            rows = list(rows)
+            self.labels = sorted({self._field(r, self.label_column, w) for w, r in rows})
+        examples = []
+        for where, row in rows:
+            texts = tuple(self._field(row, c, where) for c in self.columns)
+            if any(not t.strip() for t in texts):
+                raise ElectraError(f"{where}: empty text")
+            label = None
+            if has_label or self.label_column in row:
+                label = self.check_label(self._field(row, self.label_column, where), where)
+            examples.append(Example(index=len(examples), texts=texts, label=label,
+                                    uid=str(len(examples)), where=where))
+        return examples
+
+    @staticmethod
+    def _field(row: dict, column: str, where: str) -> str:
+        if column not in row or row[column] is None:
+            raise ElectraError(f"{where}: no field {column!r}")
+        return str(row[column])
+
+    def _rows(self, path: Path):
+        """(file:line, {column: value}) per record."""
+        if path.suffix == ".jsonl":
+            with open_text(path) as handle:
+                for lineno, line in enumerate(handle, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise ElectraError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                    if not isinstance(record, dict):
+                        raise ElectraError(f"{path}:{lineno}: not a JSON object")
+                    yield f"{path}:{lineno}", record
+            return
+        delimiter = "\t" if path.suffix == ".tsv" else ","
+        rows = read_delimited(path, delimiter, csv.QUOTE_MINIMAL)
+        first = next(rows, None)
+        if first is None:
+            raise ElectraError(f"{path}: empty file")
+        header = first[1]
+        for lineno, row in rows:
+            if len(row) != len(header):
+                raise ElectraError(f"{path}:{lineno}: {len(row)} columns, expected "
+                                   f"{len(header)}")
+            yield f"{path}:{lineno}", dict(zip(header, row, strict=True))
