@@ -181,12 +181,14 @@ def _run_demo(args) -> None:
 def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--model", required=True, help="model directory (HF ELECTRA/BERT format)")
     p.add_argument("--task", help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, glue, "
-                   "chunk, ner, pos or user" + ("" if train else " (default: the model's)"),
-                   required=train)
+                   "chunk, ner, pos, squad, squad2 or user"
+                   + ("" if train else " (default: the model's)"), required=train)
     p.add_argument("--data", required=True, help="data directory (GLUE: the folder holding "
-                   "CoLA/, SST-2/, ...; or one task's folder)")
+                   "CoLA/, SST-2/, ...; or one task's folder; SQuAD: {train,dev,test}-v1.1.json "
+                   "or -v2.0.json, .gz ok)")
     p.add_argument("--out", required=True)
-    p.add_argument("--max-seq-len", type=int, help="default: 128, or the fine-tuned model's")
+    p.add_argument("--max-seq-len", type=int, help="default: 128 (384 for SQuAD), or the "
+                   "fine-tuned model's")
     p.add_argument("--eval-batch-size", type=int, default=128)
     p.add_argument("--max-eval-examples", type=int, help="score only the first K dev examples")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast")
@@ -196,7 +198,8 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--seeds", type=int, default=1, help="fine-tunings from the same checkpoint; "
                    "results report their median (default 1; the papers use 10)")
     p.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
-    p.add_argument("--epochs", type=float, help="default: 10 for RTE and STS-B, 3 otherwise")
+    p.add_argument("--epochs", type=float, help="default: 10 for RTE and STS-B, 2 for SQuAD, "
+                   "3 otherwise")
     p.add_argument("--max-train-examples", type=int, help="train on the first K examples")
     p.add_argument("--lr", type=float, help="default by size: 3e-4 small/tiny, 1e-4 base, "
                    "5e-5 large (Table 5.2)")
@@ -218,11 +221,14 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--label", help="user task: column/field of the label")
     p.add_argument("--label-type", choices=["class", "real"], default="class",
                    help="user task: classification or regression")
+    p.add_argument("--doc-stride", type=int, help="SQuAD: tokens between windows (default 128)")
+    p.add_argument("--max-query-len", type=int,
+                   help="SQuAD: question tokens kept (default 64)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _add_finetune(sub) -> None:
-    p = sub.add_parser("finetune", help="fine-tune on GLUE, tagging or your own task",
+    p = sub.add_parser("finetune", help="fine-tune on GLUE, SQuAD, tagging or your own task",
                        description="Fine-tune a pre-trained model N times (--seeds) with the "
                        "recipe of Table 5.2 and write OUT/results.json (per-seed dev scores, "
                        "median, mean, std, settings, prediction files) and OUT/model (best seed).")
@@ -233,9 +239,10 @@ def _add_finetune(sub) -> None:
                        "and write OUT/results.json and the dev predictions.")
     _add_finetune_flags(p, train=False)
     p.set_defaults(func=_run_evaluate)
-    p = sub.add_parser("predict", help="test-set predictions (GLUE submission TSVs)",
+    p = sub.add_parser("predict", help="test-set predictions (GLUE TSVs, SQuAD JSON)",
                        description="Predict the test split with a fine-tuned model: GLUE tasks "
-                       "give the server's TSV files (CoLA.tsv, MNLI-m.tsv, ...), others JSONL.")
+                       "give the server's TSV files (CoLA.tsv, MNLI-m.tsv, ...), SQuAD the "
+                       "official JSON for DATA/test-v1.1.json (or -v2.0), others JSONL.")
     _add_finetune_flags(p, train=False)
     p.set_defaults(func=_run_predict)
 
@@ -275,6 +282,8 @@ def _run_finetune(args) -> None:
                           "tasks": {k: v["median"] for k, v in res["tasks"].items()}}))
         return
     options = _user_options(args) if args.task.lower() == "user" else {}
+    if args.task.lower() in ("squad", "squad2"):
+        options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
     task = get_task(args.task, **options)
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task)
     print(json.dumps({"task": res["task"], "median": res["median"],

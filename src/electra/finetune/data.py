@@ -7,8 +7,12 @@ from collections.abc import Iterator
 
 import torch
 
+from electra.tasks.squad_data import collate_features
+
 
 def collate(features: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
+    if "span" in features[0]:  # SQuAD windows: p_mask and start/end/is_impossible targets
+        return collate_features([f["span"] for f in features], pad_id)
     longest = max(len(f["input_ids"]) for f in features)
     n = len(features)
     ids = torch.full((n, longest), pad_id, dtype=torch.long)

@@ -4,7 +4,8 @@ hyper-parameters of Table 5.2 as defaults.
 
 OUT/results.json: task, metric names, per-seed dev scores, their median/mean/std, settings and
 each seed's dev predictions file (JSON lines, one per dev example in input order:
-{"index", "prediction", "label"}). OUT/model: the best seed's fine-tuned model.
+{"index", "prediction", "label"}; SQuAD: the official {qid: answer} JSON, and for v2.0 the na_prob
+file under "dev_na_probs"). OUT/model: the best seed's fine-tuned model.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from electra.finetune.model_io import load_finetuned, load_source, save_finetune
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
+from electra.tasks.squad_head import split_outputs
 
 # Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
 SIZE_DEFAULTS = {"tiny": (3e-4, 0.8), "small": (3e-4, 0.8), "base": (1e-4, 0.8),
@@ -43,7 +45,7 @@ class FinetuneSettings:
     epochs: float | None = None  # None: the task's (10 for RTE and STS-B, 3 otherwise)
     batch_size: int = 32
     eval_batch_size: int = 128
-    max_seq_len: int = 128
+    max_seq_len: int | None = None  # None: the task's (384 for SQuAD, 128 otherwise)
     warmup_fraction: float = 0.1
     weight_decay: float = 0.0
     adam_eps: float = 1e-6
@@ -62,9 +64,9 @@ class FinetuneSettings:
         if self.size is not None and self.size not in SIZE_DEFAULTS:
             raise ElectraError(f"--size must be one of {', '.join(SIZE_DEFAULTS)}")
         for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_seq_len > 512:
+        if self.max_seq_len is not None and self.max_seq_len > 512:
             raise ElectraError(f"max_seq_len {self.max_seq_len} exceeds 512")
         if self.lr is not None and self.lr <= 0:
             raise ElectraError(f"--lr must be positive, got {self.lr}")
@@ -102,7 +104,8 @@ def primary_key(task: Task) -> str:
 @torch.no_grad()
 def predict_examples(model: FinetuneModel, task: Task, examples: list[Example], tokenizer,
                      settings: FinetuneSettings, device: torch.device) -> list:
-    """One prediction per example, in input order (batches are length-sorted internally)."""
+    """One prediction per example, in input order (batches are length-sorted internally). A span
+    task gets each window's start/end beam instead of logits."""
     features = task.featurize(examples, tokenizer, settings.max_seq_len)
     pad_id = tokenizer.token_to_id("[PAD]") or 0
     outputs: list[np.ndarray | None] = [None] * len(features)
@@ -110,10 +113,15 @@ def predict_examples(model: FinetuneModel, task: Task, examples: list[Example], 
     for idx in eval_batches(features, settings.eval_batch_size):
         batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.bf16):
-            logits = model(batch).float().cpu().numpy()
-        for row, i in enumerate(idx):
-            outputs[i] = logits[row, :len(features[i]["input_ids"])] \
-                if logits.ndim == 3 else logits[row]
+            output = model(batch)
+        if task.head_kind == "span":
+            rows = split_outputs(output)
+        else:
+            logits = output.float().cpu().numpy()
+            rows = [logits[row, :len(features[i]["input_ids"])] if logits.ndim == 3
+                    else logits[row] for row, i in enumerate(idx)]
+        for row, i in zip(rows, idx, strict=True):
+            outputs[i] = row
     return task.postprocess(examples, features, outputs)
 
 
@@ -126,6 +134,12 @@ def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir
         preds = predict_examples(model, task, examples, tokenizer, settings, device)
         for metric, value in task.score(examples, preds).items():
             scores[_metric_key(split, metric, task)] = value
+        if task.head_kind == "span":  # the official SQuAD files
+            written = task.write_official(out_dir, f"{prefix}{split}", examples, preds)
+            paths[split] = written["predictions"]
+            if "na_probs" in written:
+                paths[f"{split}_na_probs"] = written["na_probs"]
+            continue
         path = out_dir / f"{prefix}{split}_predictions.jsonl"
         write_predictions(path, task, examples, preds)
         paths[split] = str(path)
@@ -174,7 +188,7 @@ def _train(model: FinetuneModel, task: Task, features: list[dict], settings: Fin
             running = value if running is None else 0.95 * running + 0.05 * value
             if show_progress:
                 post = {"loss": f"{running:.4f}"}
-                if logits.shape[-1] > 1:  # running training accuracy (tokens or sequences)
+                if task.head_kind != "span" and logits.shape[-1] > 1:  # running accuracy
                     mask = batch["labels"] != -100
                     correct += int(((logits.argmax(-1) == batch["labels"]) & mask).sum())
                     seen += int(mask.sum())
@@ -217,6 +231,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     decay = (settings.layerwise_decay if settings.layerwise_decay is not None
              else SIZE_DEFAULTS[size][1])
     epochs = settings.epochs if settings.epochs is not None else task.default_epochs
+    settings = dataclasses.replace(settings,
+                                   max_seq_len=settings.max_seq_len or task.default_max_seq_len)
 
     train = task.read(data_dir, "train")
     if settings.max_train_examples:

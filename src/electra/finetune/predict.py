@@ -1,5 +1,6 @@
 """Test-set predictions: GLUE server TSVs ("index<TAB>prediction", file names as the GLUE
-submission expects: CoLA.tsv, MNLI-m.tsv, MNLI-mm.tsv, ...) or JSON lines for other tasks."""
+submission expects: CoLA.tsv, MNLI-m.tsv, MNLI-mm.tsv, ...), the official SQuAD JSON
+(test_predictions.json, + test_na_probs.json for v2.0) or JSON lines for other tasks."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
         return written
     examples = task.read(data_dir, "test")
     preds = predict_examples(model, task, examples, tokenizer, settings, device)
+    if task.head_kind == "span":
+        return list(task.write_official(out, "test", examples, preds).values())
     path = out / "test_predictions.jsonl"
     write_predictions(path, task, examples, preds)
     return [str(path)]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from electra.errors import ElectraError
 from electra.tasks.base import Example, Task
 from electra.tasks.glue import SPECS, GlueTask, glue_name
+from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 from electra.tasks.tagging import chunking, ner, pos
 
 TAGGING: dict[str, Callable[[], Task]] = {"chunk": chunking, "ner": ner, "pos": pos}
@@ -15,16 +16,22 @@ __all__ = ["Example", "Task", "get_task", "task_names"]
 
 
 def task_names() -> list[str]:
-    return [*SPECS, *TAGGING, "user"]
+    return [*SPECS, *TAGGING, *SQUAD_VERSIONS, "user"]
 
 
 def get_task(name: str, **options) -> Task:
-    """A new task object by name (GLUE names are case-insensitive; "user" needs options)."""
+    """A new task object by name (GLUE names are case-insensitive; "user" needs options; SQuAD
+    takes doc_stride, max_query_len and max_answer_len)."""
     canonical = glue_name(name)
     if canonical is not None:
         return GlueTask(canonical)
     if name.lower() in TAGGING:
         return TAGGING[name.lower()]()
+    if name.lower() in SQUAD_VERSIONS:
+        from electra.tasks.squad import SquadTask
+
+        options = {k: v for k, v in options.items() if v is not None and k != "version"}
+        return SquadTask(SQUAD_VERSIONS[name.lower()], **options)
     if name.lower() == "user":
         from electra.tasks.user import UserTask
 

@@ -1,4 +1,4 @@
-"""The fine-tuning task interface, shared by GLUE, tagging, user tasks and (later) SQuAD.
+"""The fine-tuning task interface, shared by GLUE, tagging, user tasks and SQuAD.
 
 A task turns files into examples, examples into features, head outputs into predictions,
 and predictions into metrics. The loop (`electra.finetune.loop`) knows nothing else:
@@ -15,10 +15,11 @@ and predictions into metrics. The loop (`electra.finetune.loop`) knows nothing e
         # aggregating the features of an example (a span task picks its best span here)
     metrics = task.score(examples, preds)          # dict of floats; task.primary_metric names one
 
-A span-extraction task (SQuAD) plugs in by subclassing `Task` with head_kind "span"
-(`electra.finetune.heads` then needs a start/end head), overriding `featurize` to emit strided
-windows and `postprocess` to choose answer text; the loop, the optimizer and results.json are
-unchanged. `format_prediction` turns a prediction into one TSV/JSONL cell.
+A span-extraction task (SQuAD, `electra.tasks.squad`) subclasses `Task` with head_kind "span"
+(`electra.finetune.heads.SpanHead`, whose output carries its own loss and, at evaluation, the
+start/end beams the loop passes to `postprocess`), overrides `featurize` to emit strided windows
+and `postprocess` to choose answer text, and writes the official prediction files.
+`format_prediction` turns a prediction into one TSV/JSONL cell.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Task:
     metric_names: tuple[str, ...] = ()
     primary_metric: str = ""
     default_epochs: int = 3
+    default_max_seq_len: int = 128
     # Evaluation splits: name -> file stem. MNLI has two (matched, mismatched).
     eval_splits: dict[str, str] = {"dev": "dev"}
     labels: list[str] = []
