@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from electra.data.prepare import prepare_corpus
 from electra.tokenizer import train_vocab
@@ -86,3 +87,14 @@ def make_corpus(tmp_path: Path) -> Callable[[int, int], Path]:
                            synthetic_documents(num_docs, seed))
 
     return make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """One intra-op thread for the whole suite: the test models are tiny, and on a shared
+    2-core machine two OpenMP threads waiting for each other make every step many times
+    slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from electra.cli import main
 from electra.data.prepare import prepare_corpus
@@ -18,16 +17,6 @@ from electra.train import checkpoint
 TINY_SETS = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=32",
              "--set", "model.num_hidden_layers=2", "--set", "model.intermediate_size=64",
              "--set", "model.max_position_embeddings=64"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine two
-    OpenMP threads waiting for each other make every step many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def fails(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

@@ -63,16 +63,6 @@ sys.exit(main(sys.argv[2:]))
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine two
-    OpenMP threads waiting for each other make every step many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def pretrain_argv(config: Path, data: Path, out: Path, *extra: str) -> list[str]:
     return ["pretrain", "--config", str(config), "--data", str(data), "--out", str(out),
             "--quiet", "--device", "cpu", *extra]

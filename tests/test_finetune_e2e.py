@@ -242,12 +242,3 @@ def test_model_dir_errors(tiny_model: Path, tmp_path: Path,
                  str(tmp_path), "--out", str(tmp_path / "o"), "--layerwise-decay", "1.5"]) == 1
     assert "--layerwise-decay must be in (0, 1]" in capsys.readouterr().err
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: these models are tiny, and on a shared 2-core machine two spinning
-    threads per process slow the runs several-fold when another job holds a core."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

@@ -24,11 +24,6 @@ FAST = ("--max-seq-len", 128, "--doc-stride", 64, "--max-query-len", 32, "--epoc
         "--batch-size", 16, "--quiet")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> None:
-    torch.set_num_threads(1)
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, vocab_dir: Path) -> Path:
     torch.manual_seed(0)

@@ -38,16 +38,6 @@ TINY = {
 HEADS = {"discriminator": "ElectraForPreTraining", "generator": "ElectraForMaskedLM"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine two
-    OpenMP threads waiting for each other make every step many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def make_batch(vocab_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
     """Three rows of 20 tokens: two segments each, and two rows with padding."""
     g = torch.Generator().manual_seed(seed)

@@ -44,16 +44,6 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine two
-    OpenMP threads waiting for each other make every step many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_config_file(directory: Path) -> Path:
     path = directory / "tiny.json"
     path.write_text(json.dumps(TINY))
