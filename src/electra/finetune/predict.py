@@ -8,13 +8,10 @@ from pathlib import Path
 
 from electra.finetune.loop import (
     FinetuneSettings,
-    _restore_task,
-    eval_settings,
+    load_for_inference,
     predict_examples,
-    resolve_device,
     write_predictions,
 )
-from electra.finetune.model_io import load_finetuned
 from electra.tasks.glue import GlueTask
 
 
@@ -22,13 +19,8 @@ def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
             task_name: str | None = None, settings: FinetuneSettings | None = None,
             max_seq_len: int | None = None) -> list[str]:
     """Write test-set predictions of a fine-tuned model; returns the files written."""
-    model, tokenizer, info = load_finetuned(model_dir)
-    task = _restore_task(info, task_name)
-    settings = eval_settings(settings, info, max_seq_len)
-    device = resolve_device(settings.device)
-    model.to(device)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer, task, settings, device, out = load_for_inference(
+        model_dir, out_dir, task_name, settings, max_seq_len)
     written = []
     if isinstance(task, GlueTask):
         jobs = [(task.read(data_dir, split), filename)

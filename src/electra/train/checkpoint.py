@@ -10,7 +10,6 @@ or corrupted file is reported on resume instead of silently loaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from electra.errors import ElectraError
+from electra.fileutil import sha256_file
 
 LATEST = "latest"
 META = "meta.json"
@@ -64,20 +64,12 @@ def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int) -> 
                 "step": step}, tmp / "trainer.pt")
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 24), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int) -> Path:
     """Seal the checkpoint (meta.json lists every file's size and sha256), move it into
     place, point `latest` at it and delete old ones beyond `keep`."""
     paths = sorted(tmp.iterdir())
     files = {p.name: p.stat().st_size for p in paths}
-    digests = {p.name: sha256(p) for p in paths}
+    digests = {p.name: sha256_file(p) for p in paths}
     (tmp / META).write_text(json.dumps({**meta, "step": step, "files": files,
                                         "sha256": digests}, indent=2))
     root = checkpoint_root(out_dir)
@@ -124,7 +116,7 @@ def verify(path: Path) -> dict[str, Any]:
         if not f.is_file() or f.stat().st_size != size:
             raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({name} missing or "
                                "truncated)")
-        if name in digests and sha256(f) != digests[name]:
+        if name in digests and sha256_file(f) != digests[name]:
             raise ElectraError(f"{path}: corrupt checkpoint ({name} does not match its "
                                "recorded sha256)")
     return meta
