@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from electra.errors import ElectraError
 
@@ -129,15 +129,22 @@ def _read_plain(path: Path) -> Iterator[Document]:
         yield Document(source, start, "\n".join(paragraphs))
 
 
-def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
-    source = str(path)
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) per non-blank line of a JSON-lines file (.gz ok); invalid
+    JSON is an error naming FILE:LINE."""
     for lineno, line in _lines(path):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ElectraError(f"{source}:{lineno}: not valid JSON ({err.msg})") from None
+            raise ElectraError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        yield lineno, obj
+
+
+def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
+    source = str(path)
+    for lineno, obj in iter_json_lines(path):
         if not isinstance(obj, dict) or text_field not in obj:
             raise ElectraError(f"{source}:{lineno}: no {text_field!r} field in the JSON object")
         text = obj[text_field]

@@ -8,11 +8,11 @@ labels are the set seen in train (saved with the model); `label_type="real"` is 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
+from electra.data.corpus import iter_json_lines
 from electra.errors import ElectraError
-from electra.tasks.base import Example, open_text, read_delimited
+from electra.tasks.base import Example, read_delimited
 from electra.tasks.sentence import SentenceTask
 
 FORMATS = (".tsv", ".csv", ".jsonl")
@@ -73,17 +73,10 @@ class UserTask(SentenceTask):
     def _rows(self, path: Path):
         """(file:line, {column: value}) per record."""
         if path.suffix == ".jsonl":
-            with open_text(path) as handle:
-                for lineno, line in enumerate(handle, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ElectraError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-                    if not isinstance(record, dict):
-                        raise ElectraError(f"{path}:{lineno}: not a JSON object")
-                    yield f"{path}:{lineno}", record
+            for lineno, record in iter_json_lines(path):
+                if not isinstance(record, dict):
+                    raise ElectraError(f"{path}:{lineno}: not a JSON object")
+                yield f"{path}:{lineno}", record
             return
         delimiter = "\t" if path.suffix == ".tsv" else ","
         rows = read_delimited(path, delimiter, csv.QUOTE_MINIMAL)
