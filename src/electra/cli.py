@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from electra.config import OBJECTIVE_NAMES
 from electra.errors import ElectraError
 
 
@@ -83,6 +84,9 @@ def _add_pretrain(sub) -> None:
                        "OUT/checkpoints and, at the end, OUT/final/{discriminator,generator} "
                        "(Hugging Face format). Run under `torchrun` for several processes.")
     p.add_argument("--preset", default="tiny", help="tiny, small, base or large (Table 5.1)")
+    p.add_argument("--objective", choices=OBJECTIVE_NAMES,
+                   help="pre-training objective (default: electra); other objective settings "
+                   "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
     p.add_argument("--data", required=True, help="directory written by `electra prepare`")
     p.add_argument("--out", required=True)
     p.add_argument("--config", help="JSON file with config overrides (same shape as "
@@ -113,6 +117,8 @@ def build_pretrain_config(args):
              "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
              "log_every": args.log_every, "save_every": args.save_every}
     merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
+    if args.objective:
+        cfg.objective.name = args.objective
     if args.bf16:
         cfg.train.bf16 = True
     for item in args.set:

@@ -111,29 +111,94 @@ def get_preset(name: str) -> Preset:
     return dataclasses.replace(PRESETS[name], model=dataclasses.replace(PRESETS[name].model))
 
 
+OBJECTIVE_NAMES = ("electra", "electra-15", "mlm", "replace-mlm", "all-tokens-mlm",
+                   "electric", "electra-tt", "teams")
+GENERATOR_KINDS = ("mlm", "unigram", "uniform")
+SHARING_MODES = ("embeddings", "none", "all", "gdes")
+ALGORITHMS = ("joint", "two-stage", "adversarial")
+
+# Values a field left at None takes, per objective: the published setting of each.
+# mask_token_prob / random_token_prob: of the masked positions, the share that becomes [MASK]
+# and the share that becomes a random token (the rest keep the original). ELECTRA uses 85% /
+# 0% (official pretrain_helpers.mask); BERT 80% / 10%. disc_weight: ELECTRA's 50 (section 5.2.1);
+# TEAMS' lambda_1 = 5 (TEAMS paper, section 4.1).
+_OBJECTIVE_DEFAULTS: dict[str, dict[str, float]] = {
+    "mlm": {"mask_token_prob": 0.8, "random_token_prob": 0.1, "disc_weight": 50.0},
+    "teams": {"mask_token_prob": 0.85, "random_token_prob": 0.0, "disc_weight": 5.0},
+}
+_FAMILY_DEFAULTS = {"mask_token_prob": 0.85, "random_token_prob": 0.0, "disc_weight": 50.0}
+
+
 @dataclass
 class ObjectiveConfig:
+    """The pre-training objective and its generator. Fields left at None take the objective's
+    published default when the config is validated (see `_OBJECTIVE_DEFAULTS`), so the
+    `config.json` written next to a run always holds the values actually used."""
+
     name: str = "electra"
     mask_prob: float = 0.15
-    # Of the masked positions, this share becomes [MASK]; the rest keep the original token.
-    # ELECTRA uses no random replacement (official implementation, pretrain_helpers.mask).
-    mask_token_prob: float = 0.85
+    mask_token_prob: float | None = None
+    random_token_prob: float | None = None
+    # Generator (section 5.3.2): an MLM of `generator_multiplier` times the discriminator's
+    # width (and `generator_layers` deep; None = as deep as the discriminator), or a network-free
+    # sampler from corpus token frequencies ("unigram") or uniform over the vocabulary.
+    generator: str = "mlm"
     generator_multiplier: float = 0.25
+    generator_layers: int | None = None
+    temperature: float = 1.0  # samples from softmax(logits / temperature)
+    disallow_correct: bool = False  # never sample the original token
+    # Weight sharing between generator and discriminator (section 5.3.1; GDES: DeBERTa-V3).
+    sharing: str = "embeddings"
+    # Training algorithm (sections 5.3.3-5.3.5).
+    algorithm: str = "joint"
+    two_stage_generator_steps: int | None = None  # None: half of train.steps
     gen_weight: float = 1.0
-    disc_weight: float = 50.0
+    disc_weight: float | None = None
+    # TEAMS (TEAMS paper, section 3 and 4.1): K non-original candidates, the multi-word
+    # selection loss weight lambda_2, and how many bottom layers the generator shares with the
+    # discriminator (None: half of them).
+    teams_candidates: int = 5
+    mws_weight: float = 2.0
+    teams_shared_layers: int | None = None
+
+    def resolve_defaults(self) -> None:
+        """Fill fields left at None with this objective's defaults (in place)."""
+        defaults = _OBJECTIVE_DEFAULTS.get(self.name, _FAMILY_DEFAULTS)
+        for key, value in defaults.items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
 
     def validate(self) -> None:
-        if self.name not in ("electra",):
-            raise ElectraError(f"unknown objective {self.name!r}; choose one of: electra")
+        for name, allowed in (("name", OBJECTIVE_NAMES), ("generator", GENERATOR_KINDS),
+                              ("sharing", SHARING_MODES), ("algorithm", ALGORITHMS)):
+            if getattr(self, name) not in allowed:
+                raise ElectraError(f"unknown objective.{name} {getattr(self, name)!r}; choose "
+                                   f"one of: {', '.join(allowed)}")
+        self.resolve_defaults()
         if not 0.0 < self.mask_prob < 1.0:
             raise ElectraError(f"objective.mask_prob must be in (0, 1), got {self.mask_prob}")
-        if not 0.0 <= self.mask_token_prob <= 1.0:
-            raise ElectraError(
-                f"objective.mask_token_prob must be in [0, 1], got {self.mask_token_prob}")
+        for name in ("mask_token_prob", "random_token_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ElectraError(f"objective.{name} must be in [0, 1], got "
+                                   f"{getattr(self, name)}")
+        if self.mask_token_prob + self.random_token_prob > 1.0:
+            raise ElectraError("objective.mask_token_prob + objective.random_token_prob must be "
+                               "at most 1")
         if not 0.0 < self.generator_multiplier <= 1.0:
             raise ElectraError(
                 f"objective.generator_multiplier must be in (0, 1], got "
                 f"{self.generator_multiplier}")
+        if self.generator_layers is not None and self.generator_layers < 1:
+            raise ElectraError(
+                f"objective.generator_layers must be positive, got {self.generator_layers}")
+        if self.temperature <= 0:
+            raise ElectraError(f"objective.temperature must be positive, got {self.temperature}")
+        if self.teams_candidates < 1:
+            raise ElectraError(
+                f"objective.teams_candidates must be positive, got {self.teams_candidates}")
+        for name in ("gen_weight", "disc_weight", "mws_weight"):
+            if getattr(self, name) < 0:
+                raise ElectraError(f"objective.{name} must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass
@@ -185,6 +250,10 @@ class PretrainConfig:
         self.objective.validate()
         self.train.validate()
         self.model.scaled(self.objective.generator_multiplier)  # raises if not whole
+        if (self.objective.generator_layers or 0) > self.model.num_hidden_layers:
+            raise ElectraError(
+                f"objective.generator_layers ({self.objective.generator_layers}) exceeds the "
+                f"discriminator's depth ({self.model.num_hidden_layers})")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

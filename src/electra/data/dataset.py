@@ -70,6 +70,14 @@ class PretrainingDataset:
         start, end = int(offsets[local]), int(offsets[local + 1])
         return self._tokens[shard][start:end], int(self._sep[shard][local])
 
+    def token_counts(self) -> torch.Tensor:
+        """How often each vocabulary id occurs in this split (float64 [vocab_size]), e.g. for a
+        unigram generator (section 5.3.2)."""
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        for tokens in self._tokens:
+            counts += np.bincount(np.asarray(tokens, dtype=np.int64), minlength=self.vocab_size)
+        return torch.from_numpy(counts.astype(np.float64))
+
     def get_batch(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
         """input_ids, token_type_ids and attention_mask, each [len(indices), seq_len] int64,
         padded with 0; token type 1 starts after the first [SEP]."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+from electra.objectives.masking import SpecialIds
 
 
 @dataclass
@@ -21,8 +24,27 @@ class ObjectiveOutput:
     details: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
+@dataclass
+class ObjectiveContext:
+    """What an objective may need beyond its configs: the tokenizer's special ids, and corpus
+    token counts (called only by objectives that need them, e.g. the unigram generator)."""
+
+    special: SpecialIds = field(default_factory=SpecialIds)
+    token_counts: Callable[[], torch.Tensor] | None = None
+
+
 class Objective(nn.Module):
     """An objective owns every network it trains and knows how to export them."""
+
+    def on_step_start(self, step: int, total_steps: int) -> None:
+        """Called by the loop before optimizer step `step` (0-based, steps already taken), also
+        right after a resume, so algorithms with phases (two-stage training) can switch."""
+
+    @staticmethod
+    def step_flops_breakdown(model_cfg, obj_cfg, batch_size: int, seq_len: int
+                             ) -> dict[str, float]:  # pragma: no cover
+        """Training FLOPs (forward + backward) of one optimizer step, by component."""
+        raise NotImplementedError
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:  # pragma: no cover
         raise NotImplementedError

@@ -10,11 +10,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.model.encoder import Discriminator, Generator, init_weights
-from electra.objectives.base import Objective, ObjectiveOutput
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.masking import (
-    SpecialIds,
     corrupt_with_mask_token,
     gumbel_sample,
     select_positions,
@@ -23,16 +23,22 @@ from electra.objectives.masking import (
 
 class ElectraObjective(Objective):
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
-                 special: SpecialIds | None = None):
+                 context: ObjectiveContext | None = None):
         super().__init__()
         self.cfg = obj_cfg
-        self.special = special or SpecialIds()
+        self.special = (context or ObjectiveContext()).special
         self.discriminator = Discriminator(model_cfg)
         # Token, position and type embeddings and the embedding LayerNorm are one module
         # shared by both networks (section 5.3.1, "tied embeddings").
         self.generator = Generator(model_cfg.scaled(obj_cfg.generator_multiplier),
                                    embeddings=self.discriminator.electra.embeddings)
         init_weights(self, model_cfg.initializer_range)
+
+    @staticmethod
+    def step_flops_breakdown(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
+                             seq_len: int) -> dict[str, float]:
+        return flops.step_breakdown(model_cfg, "electra", batch_size, seq_len,
+                                    generator=model_cfg.scaled(obj_cfg.generator_multiplier))
 
     def exportable(self):
         return {"discriminator": self.discriminator, "generator": self.generator}

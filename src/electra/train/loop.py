@@ -18,12 +18,17 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from electra import flops as flops_lib
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.errors import ElectraError
 from electra.model.hf import save_pretrained
-from electra.objectives import SpecialIds, build_objective, metrics_from_counts
+from electra.objectives import (
+    ObjectiveContext,
+    SpecialIds,
+    build_objective,
+    metrics_from_counts,
+    objective_step_flops,
+)
 from electra.tokenizer import load_tokenizer, special_token_ids
 from electra.train import checkpoint
 from electra.train.distributed import (
@@ -108,7 +113,8 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     _check_run_dir(out, cfg, data, data_dir, resume)
 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
-    objective = build_objective(cfg.model, cfg.objective, special_ids_for(data_dir))
+    context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
+    objective = build_objective(cfg.model, cfg.objective, context=context)
     objective.to(info.device)
     optimizer = build_optimizer(objective, tc)
     scheduler = build_scheduler(optimizer, tc)
@@ -136,9 +142,8 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     model = (DistributedDataParallel(objective, device_ids=[info.device.index]
                                      if info.device.type == "cuda" else None)
              if info.enabled else objective)
-    step_flops = flops_lib.step_flops(
-        cfg.model, "electra", batch_size=tc.batch_size, seq_len=data.seq_len,
-        generator=cfg.model.scaled(cfg.objective.generator_multiplier))
+    step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
+                                          data.seq_len).values())
     batches = iterate_batches(data, micro_batch, tc.seed, start_batch=step * tc.grad_accum,
                               rank=info.rank, world_size=info.world_size)
     metrics_path = out / METRICS
@@ -154,6 +159,7 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     last_record: dict[str, Any] = {}
     model.train()
     while step < tc.steps:
+        objective.on_step_start(step, tc.steps)
         for micro in range(tc.grad_accum):
             batch = {k: v.to(info.device, non_blocking=True) for k, v in next(batches).items()}
             sync = micro == tc.grad_accum - 1 or not info.enabled
