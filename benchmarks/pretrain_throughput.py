@@ -39,6 +39,7 @@ from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
 from electra.model.encoder import resolve_attention_impl
+from electra.objectives import build_objective
 from electra.objectives.base import metrics_from_counts
 from electra.objectives.electra import ElectraObjective
 from electra.objectives.masking import SpecialIds
@@ -150,7 +151,7 @@ def configs(seq_len: int, vocab_size: int) -> tuple[PretrainConfig, ModelConfig]
 def build(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     if side == "ours":
-        return ElectraObjective(cfg.model, cfg.objective, SPECIAL)
+        return build_objective(cfg.model, cfg.objective, SPECIAL)
     obj: ObjectiveConfig = cfg.objective
     return ReferenceElectra(cfg.model, gen_cfg, obj.mask_prob, obj.mask_token_prob,
                             obj.disc_weight)

@@ -252,10 +252,60 @@ def test_bf16_autocast_runs_and_keeps_losses_fp32():
     out.loss.backward()
 
 
-def test_generator_multiplier_must_give_whole_heads():
+def test_generator_multiplier_must_give_whole_sizes():
     from electra.errors import ElectraError
 
     cfg = dataclasses.replace(PretrainConfig.from_preset("tiny"))
-    cfg.objective.generator_multiplier = 0.25  # half a head of tiny's two
+    cfg.objective.generator_multiplier = 1 / 3  # 128 / 3 is not a whole hidden size
     with pytest.raises(ElectraError, match="whole sizes"):
         cfg.validate()
+
+
+@pytest.mark.parametrize("preset,heads", [("small", 1), ("base", 4), ("large", 4), ("tiny", 1)])
+def test_generator_heads_follow_official_rule(preset, heads):
+    """Official get_generator_config: heads = max(1, generator hidden // 64); Table 5.1 sizes."""
+    cfg = PretrainConfig.from_preset(preset)
+    gen = cfg.model.scaled(cfg.objective.generator_multiplier)
+    assert gen.num_attention_heads == heads == max(1, gen.hidden_size // 64)
+    assert gen.intermediate_size == 4 * gen.hidden_size
+
+
+def test_generator_eighth_of_tiny_is_one_narrow_head():
+    gen = PretrainConfig.from_preset("tiny").model.scaled(1 / 8)
+    assert (gen.hidden_size, gen.num_attention_heads, gen.intermediate_size) == (16, 1, 64)
+
+
+# --- ELECTRA 15% (dissertation 5.4.3) --------------------------------------------------------
+
+
+def test_electra_15_discriminator_loss_only_over_masked_positions(monkeypatch):
+    import electra.objectives.electra as electra_module
+
+    captured = {}
+    real_select = electra_module.select_positions
+
+    def spy(*args, **kw):
+        captured["masked"] = real_select(*args, **kw)
+        return captured["masked"]
+
+    monkeypatch.setattr(electra_module, "select_positions", spy)
+    obj = objective(name="electra-15")
+    batch = make_batch(batch=3, seq=32, pad_from=10)
+    out = obj(batch)
+    masked, d = captured["masked"], out.details
+    assert torch.equal(d["real"], masked)
+    manual = F.binary_cross_entropy_with_logits(d["disc_logits"][masked],
+                                                d["is_replaced"][masked].float())
+    torch.testing.assert_close(out.losses["disc_loss"], manual)
+    assert out.counts["tokens"] == masked.sum() < batch["attention_mask"].sum()
+    # gradient flows from the masked positions only: a loss on other positions is absent
+    torch.testing.assert_close(out.loss, out.losses["gen_loss"] + 50.0 * manual)
+
+
+def test_electra_15_costs_what_electra_costs():
+    from electra.objectives import objective_step_flops
+
+    model = small_model()
+    full = objective_step_flops(model, ObjectiveConfig(name="electra"), 8, 32)
+    fifteen = objective_step_flops(model, ObjectiveConfig(name="electra-15"), 8, 32)
+    assert full == fifteen

@@ -136,10 +136,12 @@ def _user_data(path: Path, n: int, seed: int) -> None:
 
 
 def test_user_task_learns(tiny_model: Path, tmp_path: Path) -> None:
+    # 6 epochs: after 3 (24 steps) the loss is still ~0.68 and dev accuracy depends on the
+    # batch order (0.49-0.96 over seeds); after 6 every seed 1-8 reaches 1.0.
     _user_data(tmp_path / "train.tsv", 256, 0)
     _user_data(tmp_path / "dev.tsv", 100, 1)
     _run("finetune", "--model", tiny_model, "--task", "user", "--text-a", "text", "--label",
-         "label", "--data", tmp_path, "--out", tmp_path / "out", "--epochs", 3, "--lr", 3e-3,
+         "label", "--data", tmp_path, "--out", tmp_path / "out", "--epochs", 6, "--lr", 3e-3,
          "--quiet")
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["median"]["accuracy"] > 0.9
@@ -149,7 +151,7 @@ def test_user_task_learns(tiny_model: Path, tmp_path: Path) -> None:
     assert ev["scores"]["accuracy"] == pytest.approx(res["median"]["accuracy"])
     # the same seed gives the same run
     _run("finetune", "--model", tiny_model, "--task", "user", "--text-a", "text", "--label",
-         "label", "--data", tmp_path, "--out", tmp_path / "again", "--epochs", 3, "--lr", 3e-3,
+         "label", "--data", tmp_path, "--out", tmp_path / "again", "--epochs", 6, "--lr", 3e-3,
          "--quiet")
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     assert again["seeds"][0]["final_train_loss"] == res["seeds"][0]["final_train_loss"]

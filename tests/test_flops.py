@@ -141,3 +141,90 @@ def test_errors():
         main_flops("huge", "electra", None, None, None)
     with pytest.raises(ElectraError, match="objective"):
         main_flops("small", "bert", None, None, None)
+
+
+# --- per-objective accounting (objective classes' step_flops_breakdown) ----------------------
+
+
+def _objective_flops(name: str, preset: str = "small", **kw) -> dict[str, float]:
+    from electra.config import ObjectiveConfig
+    from electra.objectives import objective_step_flops
+
+    p = get_preset(preset)
+    cfg = ObjectiveConfig(name=name, mask_prob=p.mask_prob,
+                          generator_multiplier=kw.pop("generator_multiplier",
+                                                      p.generator_multiplier), **kw)
+    return objective_step_flops(p.model, cfg, 128, 128)
+
+
+def test_output_frac_is_official_at_15_percent():
+    from electra.flops import output_frac_for
+
+    assert output_frac_for(0.15) == OFFICIAL_OUTPUT_FRAC
+    assert output_frac_for(0.25) == pytest.approx(OFFICIAL_OUTPUT_FRAC * 25 / 15)
+
+
+def test_objective_classes_match_reference_counts():
+    disc, gen = _models("small")
+    assert _objective_flops("electra") == count_flops(disc, "electra", batch_size=128,
+                                                      generator=gen).breakdown
+    assert _objective_flops("mlm") == count_flops(disc, "mlm", batch_size=128).breakdown
+
+
+def test_network_free_generators_cost_nothing():
+    for kind in ("unigram", "uniform"):
+        parts = _objective_flops("electra", generator=kind)
+        assert not any(k.startswith("generator.") for k in parts)
+        assert parts == {k: v for k, v in _objective_flops("electra").items()
+                         if k.startswith("discriminator.")}
+
+
+def test_generator_depth_and_width_are_counted():
+    full = _objective_flops("electra", generator_multiplier=1.0)
+    shallow = _objective_flops("electra", generator_multiplier=1.0, generator_layers=3)
+    assert shallow["generator.layers"] == pytest.approx(full["generator.layers"] / 4)
+    assert full["generator.layers"] == full["discriminator.layers"]
+    assert shallow["generator.embeddings"] == full["generator.embeddings"]
+
+
+def test_replace_mlm_head_on_masked_positions_all_tokens_everywhere_plus_copy_head():
+    model, _ = _models("small")
+    replace = _objective_flops("replace-mlm")
+    all_tokens = _objective_flops("all-tokens-mlm")
+    mlm = _objective_flops("mlm")
+    assert replace["model.mlm_head"] == mlm["model.mlm_head"]
+    assert all_tokens["model.mlm_head"] == count_flops(
+        model, "mlm", batch_size=128, output_frac=1.0).breakdown["model.mlm_head"]
+    assert all_tokens["model.copy_head"] == 2 * 128 * 128 * (2 * 256 + 9)
+    electra = _objective_flops("electra")
+    for part in ("generator.embeddings", "generator.layers", "generator.head"):
+        assert replace[part] == all_tokens[part] == electra[part]
+
+
+def test_two_stage_counts_the_mean_of_its_two_stages():
+    full = _objective_flops("electra", generator_multiplier=1.0)
+    two = _objective_flops("electra", generator_multiplier=1.0, algorithm="two-stage")
+    # stage 1: generator forward+backward; stage 2: generator forward, discriminator both
+    for k, v in full.items():
+        expected = 0.5 * v if k.startswith("discriminator.") else 0.75 * v
+        assert two[k] == pytest.approx(expected)
+
+
+def test_flops_command_per_objective_and_generator_options(capsys):
+    from electra.cli import main
+
+    assert main(["flops", "--objective", "replace-mlm", "--generator", "unigram"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["objective"] == "replace-mlm" and out["generator_params"] == 0
+    assert "model.mlm_head" in out["breakdown"]
+    assert not any(k.startswith("generator.") for k in out["breakdown"])
+    assert main(["flops", "--generator-multiplier", "0.5", "--set",
+                 "objective.generator_layers=6"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["objective_config"]["generator_layers"] == 6
+    assert out["train_flops"] == pytest.approx(1e6 * sum(_objective_flops(
+        "electra", generator_multiplier=0.5, generator_layers=6).values()))
+    assert main(["flops", "--set", "objective.sharing=all"]) == 1
+    assert "generator_multiplier=1.0" in capsys.readouterr().err
+    assert main(["flops", "--set", "train.steps=3"]) == 1
+    assert "objective.KEY=VALUE" in capsys.readouterr().err

@@ -144,21 +144,43 @@ def _add_flops(sub) -> None:
     p = sub.add_parser("flops", help="count training and inference FLOPs (section 5.2.2)",
                        description="Print one JSON object with train_flops, infer_flops (one "
                        "example of length S) and params, counted by the rules of the "
-                       "dissertation's section 5.2.2 and the official implementation.")
+                       "dissertation's section 5.2.2 and the official implementation, with the "
+                       "objective's own accounting (the count `electra pretrain` logs).")
     p.add_argument("--preset", default="small")
-    p.add_argument("--objective", default="electra", choices=["electra", "mlm"])
+    p.add_argument("--objective", default="electra", choices=OBJECTIVE_NAMES)
     p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--generator-multiplier", type=float,
+                   help="generator width / model width (default: the preset's)")
+    p.add_argument("--generator", choices=["mlm", "unigram", "uniform"],
+                   help="generator kind (default: mlm)")
+    p.add_argument("--set", action="append", default=[], metavar="objective.KEY=VALUE",
+                   help="any objective config field, e.g. --set objective.generator_layers=6")
     p.set_defaults(func=_run_flops)
 
 
 def _run_flops(args) -> None:
     from electra.flops import main_flops
 
+    overrides: dict = {}
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        section, dot, field = key.partition(".")
+        if not sep or section != "objective" or not dot:
+            raise ElectraError(f"--set {item!r}: expected objective.KEY=VALUE")
+        try:
+            overrides[field] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[field] = raw
+    if args.generator_multiplier is not None:
+        overrides["generator_multiplier"] = args.generator_multiplier
+    if args.generator is not None:
+        overrides["generator"] = args.generator
     print(json.dumps(main_flops(args.preset, args.objective, args.steps, args.batch_size,
-                                args.seq_len, vocab_size=args.vocab_size)))
+                                args.seq_len, vocab_size=args.vocab_size,
+                                overrides=overrides)))
 
 
 def _add_demo(sub) -> None:
@@ -217,6 +239,8 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--size", choices=["tiny", "small", "base", "large"],
                    help="model size for the defaults (default: from the hidden size)")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--no-length-sort", action="store_true", help="training batches in plain "
+                   "random order (default: grouped by length, less padding)")
     p.add_argument("--warmup-fraction", type=float, default=0.1)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--save-all-seeds", action="store_true",
@@ -265,6 +289,7 @@ def _finetune_settings(args, train: bool):
                      "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay",
                      "save_all_seeds"):
             setattr(s, name, getattr(args, name))
+        s.length_sorted = not args.no_length_sort
     return s
 
 
@@ -312,13 +337,105 @@ def _run_predict(args) -> None:
     print(json.dumps({"written": written}))
 
 
+def _add_scorer_flags(p, model_required: bool = True) -> None:
+    p.add_argument("--model", required=model_required,
+                   help="model directory: a masked LM (ELECTRA generator or BERT MLM), an "
+                   "Electric or ELECTRA-TT discriminator, or a two-tower generator")
+    p.add_argument("--generator", help="ELECTRA-TT: the two-tower generator directory")
+    p.add_argument("--scorer", choices=["mlm", "electric", "electra-tt", "two-tower"],
+                   help="default: from the model's config.json (architecture and objective)")
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="sequences per forward pass (MLM: masked copies); default 32")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--mask-prob", type=float, help="ELECTRA-TT's k/n: default the training "
+                   "run's mask_prob, else 0.15")
+    p.add_argument("--tt-positives", choices=["n", "n-k"], default="n",
+                   help="ELECTRA-TT denominator: n as section 5.4.5 writes it (default) or "
+                   "Algorithm 2's n - k")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _scorer_options(args):
+    from electra.scoring.commands import ScorerOptions
+
+    return ScorerOptions(model=args.model, generator=args.generator, scorer=args.scorer,
+                         batch_size=args.batch_size, bf16=args.bf16, device=args.device,
+                         mask_prob=args.mask_prob, positives=args.tt_positives)
+
+
+def _add_score(sub) -> None:
+    p = sub.add_parser("score", help="pseudo-log-likelihoods of texts (section 5.4.5)",
+                       description="Score each text (one per line, or JSON lines with "
+                       "--text-field) with a pseudo-log-likelihood: n masked passes for a "
+                       "masked LM, one pass for Electric, ELECTRA-TT or a two-tower model. "
+                       "Writes JSON lines {index, line, text, pll, num_tokens[, tokens, "
+                       "token_scores]}.")
+    _add_scorer_flags(p)
+    p.add_argument("--input", required=True, help="text file (.txt) or JSON lines (.jsonl), "
+                   ".gz ok")
+    p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
+    p.add_argument("--out", required=True, help="output JSON lines file")
+    p.add_argument("--per-token", action="store_true", help="also write tokens and their "
+                   "log-probabilities")
+    p.set_defaults(func=_run_score)
+
+
+def _run_score(args) -> None:
+    from electra.scoring.commands import score_file
+
+    print(json.dumps(score_file(_scorer_options(args), args.input, args.out, args.text_field,
+                                args.per_token, not args.quiet and _show_progress())))
+
+
+def _add_minimal_pairs(sub) -> None:
+    p = sub.add_parser("minimal-pairs", help="BLiMP-style minimal-pair accuracy",
+                       description="For each pair (BLiMP JSON lines: UID, field, "
+                       "linguistics_term, pairID, sentence_good, sentence_bad), check that the "
+                       "good sentence has the higher pseudo-log-likelihood; print the accuracy "
+                       "overall and per field, phenomenon and paradigm as JSON.")
+    _add_scorer_flags(p)
+    p.add_argument("--data", required=True, help="JSON lines file (.gz ok)")
+    p.add_argument("--limit", type=int, help="first N pairs of each paradigm (UID)")
+    p.add_argument("--out", help="also write the JSON result here")
+    p.set_defaults(func=_run_minimal_pairs)
+
+
+def _run_minimal_pairs(args) -> None:
+    from electra.scoring.commands import minimal_pairs_file
+
+    print(json.dumps(minimal_pairs_file(_scorer_options(args), args.data, args.limit, args.out,
+                                        not args.quiet and _show_progress()), indent=2))
+
+
+def _add_rerank(sub) -> None:
+    p = sub.add_parser("rerank", help="re-rank n-best lists with PLLs (section 5.4.5)",
+                       description="Choose argmax score + lambda * PLL in each n-best list "
+                       "(JSON lines {id, reference?, hypotheses: [{text, score, pll?}]}); "
+                       "lambda is tuned on --dev by word error rate over 0.05, 0.1, ..., 1.0, "
+                       "or fixed with --lambda. PLLs come from the 'pll' fields or --model.")
+    _add_scorer_flags(p, model_required=False)
+    p.add_argument("--nbest", required=True, help="n-best lists to re-rank (the test split)")
+    p.add_argument("--dev", help="n-best lists with references to tune lambda on")
+    p.add_argument("--lambda", dest="lam", type=float, help="fixed lambda (no tuning)")
+    p.add_argument("--out", help="write the chosen hypotheses here (JSON lines)")
+    p.set_defaults(func=_run_rerank)
+
+
+def _run_rerank(args) -> None:
+    from electra.scoring.commands import rerank_files
+
+    print(json.dumps(rerank_files(_scorer_options(args), args.nbest, args.dev, args.lam,
+                                  args.out, not args.quiet and _show_progress()), indent=2))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
         "compute. Each subcommand has its own --help.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops,
-                _add_finetune):
+                _add_finetune, _add_score, _add_minimal_pairs, _add_rerank):
         add(sub)
     return parser
 

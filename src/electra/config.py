@@ -51,19 +51,25 @@ class ModelConfig:
                 raise ElectraError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
 
     def scaled(self, multiplier: float) -> ModelConfig:
-        """The generator's config: hidden size, FFN size and head count times `multiplier`,
-        same depth and embedding size (Table 5.1, "Generator Size")."""
+        """The generator's config: hidden and FFN sizes times `multiplier`, same depth and
+        embedding size (Table 5.1, "Generator Size"). Heads keep the discriminator's head size,
+        at least one head, as the official get_generator_config does (num_attention_heads =
+        max(1, hidden // 64) with 64-wide heads in every preset), so any fraction that gives a
+        whole hidden size works, e.g. 1/8 of `tiny` is one 16-wide head."""
         frac = Fraction(multiplier).limit_denominator(64)
-        heads = self.num_attention_heads * frac
         hidden = self.hidden_size * frac
         ffn = self.intermediate_size * frac
-        if heads.denominator != 1 or hidden.denominator != 1 or ffn.denominator != 1 or heads < 1:
+        head_size = self.hidden_size // self.num_attention_heads
+        if hidden.denominator != 1 or ffn.denominator != 1 or hidden < 1:
             raise ElectraError(
                 f"generator multiplier {multiplier} does not give whole sizes for this model "
-                f"(hidden {self.hidden_size}, heads {self.num_attention_heads}, "
-                f"FFN {self.intermediate_size})")
+                f"(hidden {self.hidden_size}, FFN {self.intermediate_size})")
+        heads = max(1, int(hidden) // head_size)
+        if int(hidden) % heads:
+            raise ElectraError(f"generator multiplier {multiplier}: hidden size {int(hidden)} "
+                               f"is not divisible into {heads} heads of {head_size}")
         return dataclasses.replace(self, hidden_size=int(hidden), intermediate_size=int(ffn),
-                                   num_attention_heads=int(heads))
+                                   num_attention_heads=heads)
 
 
 @dataclass

@@ -150,6 +150,46 @@ def _check(model: ModelConfig, objective: str, steps: int, batch_size: int, seq_
         raise ElectraError(f"output_frac must be in [0, 1], got {output_frac}")
 
 
+def output_frac_for(mask_prob: float) -> float:
+    """Share of positions whose MLM output is computed: the official 20/128 at 15% masking,
+    scaled in proportion for other masking rates (e.g. Large's 25%)."""
+    return OFFICIAL_OUTPUT_FRAC * mask_prob / 0.15
+
+
+def copy_head_flops(model: ModelConfig, seq_len: int) -> float:
+    """Forward FLOPs of All-Tokens MLM's copy mechanism (section 5.4.3) at every position: a
+    sigmoid layer H->1 for the copy probability D, and mixing D * [copy] + (1 - D) * softmax
+    at the target word."""
+    h = model.hidden_size
+    per_token = 2 * h + 1 + 4 + 4  # dense H->1 and bias; sigmoid; 1-D, two products, a sum
+    return float(per_token * seq_len)
+
+
+def mlm_model_breakdown(prefix: str, model: ModelConfig, batch_size: int, seq_len: int,
+                        output_frac: float, passes: int = TRAIN_PASSES,
+                        head: str = "head") -> dict[str, float]:
+    """A masked LM (embeddings, layers, the MLM head on `output_frac` of positions) as
+    {prefix.embeddings, prefix.layers, prefix.HEAD}; `passes` is 2 for a trained network
+    (forward + backward) and 1 for a frozen one."""
+    scale = passes * batch_size
+    return {
+        f"{prefix}.embeddings": scale * embedding_flops(model, seq_len),
+        f"{prefix}.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
+        f"{prefix}.{head}": scale * mlm_head_flops(model, seq_len, output_frac),
+    }
+
+
+def discriminator_breakdown(prefix: str, model: ModelConfig, batch_size: int, seq_len: int,
+                            passes: int = TRAIN_PASSES) -> dict[str, float]:
+    """A replaced-token-detection discriminator: embeddings, layers, binary head everywhere."""
+    scale = passes * batch_size
+    return {
+        f"{prefix}.embeddings": scale * embedding_flops(model, seq_len),
+        f"{prefix}.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
+        f"{prefix}.head": scale * binary_head_flops(model, seq_len),
+    }
+
+
 def step_breakdown(model: ModelConfig, objective: str = "electra", batch_size: int = 1,
                    seq_len: int = 128, generator: ModelConfig | None = None,
                    output_frac: float = OFFICIAL_OUTPUT_FRAC) -> dict[str, float]:
@@ -159,27 +199,17 @@ def step_breakdown(model: ModelConfig, objective: str = "electra", batch_size: i
     from the shared embedding size, its own E->H projection, as in the official accounting.
     """
     _check(model, objective, 1, batch_size, seq_len, output_frac)
-    scale = TRAIN_PASSES * batch_size
     if objective == "mlm":
-        return {
-            "model.embeddings": scale * embedding_flops(model, seq_len),
-            "model.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
-            "model.mlm_head": scale * mlm_head_flops(model, seq_len, output_frac),
-        }
+        return mlm_model_breakdown("model", model, batch_size, seq_len, output_frac,
+                                   head="mlm_head")
     if generator is None:
         raise ElectraError("the electra objective needs a generator config to count FLOPs")
     if generator.embedding_size != model.embedding_size:
         raise ElectraError(
             f"generator embedding size {generator.embedding_size} differs from the "
             f"discriminator's {model.embedding_size}; ELECTRA ties the embeddings")
-    return {
-        "discriminator.embeddings": scale * embedding_flops(model, seq_len),
-        "discriminator.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
-        "discriminator.head": scale * binary_head_flops(model, seq_len),
-        "generator.embeddings": scale * embedding_flops(generator, seq_len),
-        "generator.layers": scale * generator.num_hidden_layers * layer_flops(generator, seq_len),
-        "generator.head": scale * mlm_head_flops(generator, seq_len, output_frac),
-    }
+    return {**discriminator_breakdown("discriminator", model, batch_size, seq_len),
+            **mlm_model_breakdown("generator", generator, batch_size, seq_len, output_frac)}
 
 
 def step_flops(model: ModelConfig, objective: str = "electra", batch_size: int = 1,
@@ -215,26 +245,41 @@ def count_flops(model: ModelConfig, objective: str = "electra", steps: int = 1,
 
 
 def main_flops(preset: str, objective: str, steps: int | None, batch_size: int | None,
-               seq_len: int | None, vocab_size: int = 30522) -> dict:
+               seq_len: int | None, vocab_size: int = 30522,
+               overrides: dict | None = None) -> dict:
     """The `electra flops` command: a preset's compute budget as a JSON-able dict.
 
-    Missing values come from the preset (Table 5.1): ELECTRA's or BERT's step count, batch size
-    and sequence length; the generator is the preset's model scaled by its generator multiplier.
+    Missing values come from the preset (Table 5.1): BERT's step count for "mlm" and ELECTRA's
+    otherwise, its batch size and sequence length, mask rate and generator multiplier.
+    `overrides` are objective config fields (e.g. {"generator": "unigram"}); the count is the
+    objective class's own `step_flops_breakdown`, the same the training loop logs.
     """
+    import dataclasses
+
+    from electra.config import OBJECTIVE_NAMES, ObjectiveConfig, merge
+    from electra.objectives import objective_step_flops, resolved
+    from electra.objectives.generators import generator_config
+
     p = get_preset(preset)
     if vocab_size < 1:
         raise ElectraError(f"vocab size must be positive, got {vocab_size}")
-    model = p.model
-    model.vocab_size = vocab_size
-    if objective not in OBJECTIVES:
+    if objective not in OBJECTIVE_NAMES:
         raise ElectraError(
-            f"unknown objective {objective!r}; choose one of: {', '.join(OBJECTIVES)}")
+            f"unknown objective {objective!r}; choose one of: {', '.join(OBJECTIVE_NAMES)}")
+    model = dataclasses.replace(p.model, vocab_size=vocab_size)
+    obj_cfg = ObjectiveConfig(name=objective, mask_prob=p.mask_prob,
+                              generator_multiplier=p.generator_multiplier)
+    merge(obj_cfg, dict(overrides or {}), where="objective")
+    obj_cfg.validate()
     if steps is None:
-        steps = p.electra_steps if objective == "electra" else p.bert_steps
+        steps = p.bert_steps if objective == "mlm" else p.electra_steps
     batch_size = p.batch_size if batch_size is None else batch_size
     seq_len = p.seq_len if seq_len is None else seq_len
-    generator = model.scaled(p.generator_multiplier) if objective == "electra" else None
-    report = count_flops(model, objective, steps, batch_size, seq_len, generator)
+    _check(model, "mlm", steps, batch_size, seq_len, 0.0)
+    breakdown = objective_step_flops(model, obj_cfg, batch_size, seq_len)
+    per_step = sum(breakdown.values())
+    has_generator = (objective in ("electra", "electra-15", "replace-mlm", "all-tokens-mlm")
+                     and obj_cfg.generator == "mlm")
     return {
         "preset": preset,
         "objective": objective,
@@ -242,12 +287,15 @@ def main_flops(preset: str, objective: str, steps: int | None, batch_size: int |
         "batch_size": batch_size,
         "seq_len": seq_len,
         "vocab_size": vocab_size,
-        "train_flops": report.train_flops,
-        "infer_flops": report.infer_flops,
-        "infer_flops_with_head": report.infer_flops_with_head,
-        "params": report.params,
-        "generator_params": report.generator_params,
-        "train_flops_per_step": report.train_flops_per_step,
-        "output_frac": OFFICIAL_OUTPUT_FRAC,
-        "breakdown": report.breakdown,
+        "train_flops": per_step * steps,
+        "infer_flops": encoder_flops(model, seq_len),
+        "infer_flops_with_head": encoder_flops(model, seq_len) + binary_head_flops(model,
+                                                                                    seq_len),
+        "params": encoder_params(model),
+        "generator_params": (encoder_params(generator_config(model, obj_cfg))
+                             if has_generator else 0),
+        "train_flops_per_step": per_step,
+        "output_frac": output_frac_for(obj_cfg.mask_prob),
+        "objective_config": dataclasses.asdict(resolved(obj_cfg)),
+        "breakdown": breakdown,
     }

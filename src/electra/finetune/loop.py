@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from electra.errors import ElectraError
-from electra.finetune.data import collate, eval_batches, train_batches
+from electra.finetune.data import collate, eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.model_io import load_finetuned, load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
@@ -55,6 +55,7 @@ class FinetuneSettings:
     max_train_examples: int | None = None  # the first K training examples
     max_eval_examples: int | None = None
     bf16: bool = False
+    length_sorted: bool = True  # training batches of similar length (electra.finetune.data)
     device: str = "auto"
     save_all_seeds: bool = False
 
@@ -154,6 +155,24 @@ def write_predictions(path: Path, task: Task, examples: list[Example], preds: li
                                 "label": task.gold(ex)}) + "\n")
 
 
+def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor], opt, sched,
+               bf16: bool) -> tuple[torch.Tensor, object]:
+    """One optimizer step (forward under optional bf16 autocast, backward, clip, AdamW, schedule);
+    returns the detached loss and the head output. Shared with benchmarks/finetune_speed.py, so
+    what it times is what training runs."""
+    device = batch["input_ids"].device
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(batch)
+    loss = task.loss(logits, batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    # The official optimizer clips the global gradient norm to 1.0.
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return loss.detach(), logits
+
+
 def _train(model: FinetuneModel, task: Task, features: list[dict], settings: FinetuneSettings,
            lr: float, decay: float, epochs: float, seed: int, device: torch.device,
            pad_id: int, show_progress: bool) -> float:
@@ -166,25 +185,18 @@ def _train(model: FinetuneModel, task: Task, features: list[dict], settings: Fin
                                  settings.weight_decay, settings.adam_eps)
     model.train()
     step, running, correct, seen = 0, None, 0, 0
+    lengths = feature_lengths(features)
     bar = tqdm(total=total, desc=f"{task.name} seed {seed}", disable=not show_progress,
                dynamic_ncols=True)
     while step < total:
-        for idx in train_batches(len(features), settings.batch_size, gen):
+        for idx in train_batches(lengths, settings.batch_size, gen, settings.length_sorted):
             if step >= total:
                 break
             batch = {k: v.to(device) for k, v in
                      collate([features[i] for i in idx], pad_id).items()}
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.bf16):
-                logits = model(batch)
-            loss = task.loss(logits, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            # The official optimizer clips the global gradient norm to 1.0.
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            loss, logits = train_step(model, task, batch, opt, sched, settings.bf16)
             step += 1
-            value = float(loss.detach())
+            value = float(loss)
             running = value if running is None else 0.95 * running + 0.05 * value
             if show_progress:
                 post = {"loss": f"{running:.4f}"}
@@ -218,8 +230,11 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
              settings: FinetuneSettings | None = None, show_progress: bool = False,
              task: Task | None = None) -> dict:
     """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json."""
+    from electra.train.speed import configure_process_for_speed
+
     settings = settings or FinetuneSettings()
     settings.validate()
+    configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -62,9 +62,12 @@ def metrics_from_counts(counts: dict[str, float]) -> dict[str, float]:
     """Ratios from summed counts. Keys present depend on the objective."""
     c = counts
     out: dict[str, float] = {}
-    if "masked" in c:
+    if "masked" in c and "gen_correct" in c:
         out["gen_acc"] = safe_ratio(c["gen_correct"], c["masked"])
+    if "masked" in c and "replaced" in c:
         out["replaced_frac"] = safe_ratio(c["replaced"], c["masked"])
+    if "mlm_predicted" in c:  # the MLM being pre-trained (mlm, replace-mlm, all-tokens-mlm)
+        out["mlm_acc"] = safe_ratio(c["mlm_correct"], c["mlm_predicted"])
     if "tokens" in c:
         out["disc_acc"] = safe_ratio(c["disc_correct"], c["tokens"])
         out["replaced_token_frac"] = safe_ratio(c["replaced"], c["tokens"])

@@ -60,3 +60,31 @@ def gumbel_sample(logits: torch.Tensor, generator: torch.Generator | None = None
         uniform = torch.rand(logits.shape, generator=generator, device=logits.device)
         gumbel = -torch.log(-torch.log(uniform + 1e-9) + 1e-9)
         return (logits + gumbel).argmax(dim=-1)
+
+
+def non_special_ids(vocab_size: int, special: SpecialIds,
+                    device: torch.device | str | None = None) -> torch.Tensor:
+    """Vocabulary ids other than [PAD], [UNK], [CLS], [SEP] and [MASK], ascending."""
+    keep = torch.ones(vocab_size, dtype=torch.bool, device=device)
+    for i in (special.pad, special.unk, special.cls, special.sep, special.mask):
+        if 0 <= i < vocab_size:
+            keep[i] = False
+    return keep.nonzero().squeeze(1)
+
+
+def corrupt_bert_style(input_ids: torch.Tensor, masked: torch.Tensor, mask_token_prob: float,
+                       random_token_prob: float, mask_id: int, random_ids: torch.Tensor,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+    """BERT's corruption (Devlin et al. 2019, section 3.1): each masked position becomes [MASK]
+    with probability `mask_token_prob` (0.8), a random token from `random_ids` with probability
+    `random_token_prob` (0.1), and otherwise keeps its original token (0.1).
+
+    `random_ids` is normally `non_special_ids(...)`: BERT draws from the whole vocabulary; we
+    leave out [PAD]/[CLS]/[SEP]/[MASK]/[UNK] so no structural token appears mid-sentence."""
+    draw = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    to_mask = masked & (draw < mask_token_prob)
+    to_random = masked & (draw >= mask_token_prob) & (draw < mask_token_prob + random_token_prob)
+    picks = torch.randint(0, random_ids.numel(), input_ids.shape, generator=generator,
+                          device=input_ids.device)
+    out = input_ids.masked_fill(to_mask, mask_id)
+    return torch.where(to_random, random_ids.to(input_ids.device)[picks], out)

@@ -139,8 +139,11 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
             {"config": cfg.to_dict(), "data": str(data_dir),
              "vocab_checksum": data.vocab_checksum}, indent=2) + "\n")
 
+    # An objective whose phases leave some networks idle (two-stage) asks DDP to allow it.
     model = (DistributedDataParallel(objective, device_ids=[info.device.index]
-                                     if info.device.type == "cuda" else None)
+                                     if info.device.type == "cuda" else None,
+                                     find_unused_parameters=getattr(
+                                         objective, "find_unused_parameters", False))
              if info.enabled else objective)
     step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
                                           data.seq_len).values())
@@ -183,9 +186,8 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
             if info.is_main:
                 with metrics_path.open("a") as f:
                     f.write(json.dumps(record) + "\n")
-                bar.set_postfix(loss=f"{record['loss']:.3f}",
-                                disc_acc=f"{record['disc_acc']:.3f}",
-                                gen_acc=f"{record['gen_acc']:.3f}")
+                bar.set_postfix({k: f"{record[k]:.3f}" for k in
+                                 ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
             last_record = record
         if step % tc.save_every == 0 or step == tc.steps:
             _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info)
@@ -198,12 +200,22 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
         extra = {"steps": step, "train_flops": step * step_flops,
                  "vocab_checksum": data.vocab_checksum, "objective": cfg.objective.name}
         for name, module in objective.exportable().items():
-            final[name] = str(save_pretrained(module, out / "final" / name,
-                                              data_dir / "tokenizer", extra))
+            final[name] = str(export_module(module, out / "final" / name,
+                                            data_dir / "tokenizer", extra))
     barrier(info)
     return {"steps": step, "flops": step * step_flops, "train_seconds": elapsed,
             "examples": step * tc.batch_size, "last": last_record, "final": final,
             "out": str(out), "world_size": info.world_size}
+
+
+def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
+                  extra: dict[str, Any]) -> Path:
+    """Hugging Face format for Discriminator/Generator modules; a module with its own format
+    (e.g. the two-tower generator) provides `save_pretrained(path, tokenizer_dir, extra)`."""
+    own = getattr(module, "save_pretrained", None)
+    if callable(own):
+        return Path(own(path, tokenizer_dir, extra))
+    return save_pretrained(module, path, tokenizer_dir, extra)
 
 
 def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info) -> None:
@@ -250,8 +262,8 @@ class _Window:
         n = self.micro_steps * info.world_size
         elapsed = time.perf_counter() - self.t0
         record = {"loss": total["loss"] / n}
-        for k in ("gen_loss", "disc_loss"):
-            if k in total:
+        for k in sorted(total):
+            if k.endswith("_loss"):  # every named loss of the objective
                 record[k] = total[k] / n
         record.update(metrics_from_counts(total))
         record["tokens_per_s"] = total["_tokens"] / elapsed if elapsed > 0 else 0.0

@@ -1,0 +1,192 @@
+"""Does pre-training pay downstream? A `tiny` model pre-trained with `electra demo` against the
+same architecture from random initialisation, fine-tuned on CoLA, SST-2 and RTE.
+
+Each task is fine-tuned `--seeds` times from each starting point with the recipe of Table 5.2
+through the library's `electra.finetune.loop.finetune` (linear head on [CLS], lr 3e-4 with
+layer-wise decay 0.8 (the Small values, which `tiny` uses), warm-up 10%, batch 32, 3 epochs
+or 10 for RTE); the score is the median over seeds (dissertation section 5.2.4), with mean and
+standard deviation beside it. The random baseline is one random initialisation (seed
+`--init-seed`) of the pre-trained model's config, with its tokenizer, so only the weights
+differ; seeds vary the head initialisation, dropout and batch order for both alike.
+
+Prints a JSON object and a markdown table; both are also written to WORK/results.json and
+WORK/results.md, with every fine-tuning run's results.json under WORK/{pretrained,random}/TASK.
+
+    python benchmarks/finetune_transfer.py --model runs/demo/pretrain/final/discriminator
+    python benchmarks/finetune_transfer.py            # runs `electra demo` into WORK/demo first
+    python benchmarks/finetune_transfer.py --model DIR --max-train-examples 500 --seeds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+
+from electra.errors import ElectraError
+from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.finetune.model_io import check_model_dir
+from electra.model.encoder import Discriminator, init_weights
+from electra.model.hf import read_model_dir, save_pretrained
+from electra.tasks import get_task
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+STARTS = ("pretrained", "random")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", type=Path, help="pre-trained discriminator directory (default: "
+                   "run `electra demo` into WORK/demo and use its discriminator)")
+    p.add_argument("--work", type=Path, default=Path("runs/finetune_transfer"))
+    p.add_argument("--glue", type=Path, default=SHARED / "glue")
+    p.add_argument("--tasks", default="CoLA,SST-2,RTE")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--max-train-examples", type=int, default=None,
+                   help="train on the first K examples of each task (default: all)")
+    p.add_argument("--max-train-examples-sst2", type=int, default=10000,
+                   help="cap for SST-2 alone (67k examples; default 10000, 0 for all)")
+    p.add_argument("--epochs", type=float, help="default: the task's (10 RTE, 3 otherwise)")
+    p.add_argument("--max-eval-examples", type=int)
+    p.add_argument("--lr", type=float, help="default: 3e-4 (Table 5.2, Small)")
+    p.add_argument("--init-seed", type=int, default=0, help="seed of the random initialisation")
+    p.add_argument("--demo-steps", type=int, help="pre-training steps when running the demo")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--jobs", type=int, default=2, help="fine-tunings run at once, one process "
+                   "each (default 2: the pre-trained and the random run of a task together)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default "
+                   "1: on a shared machine, OpenMP threads waiting for a busy core make "
+                   "multi-threaded steps several times slower)")
+    p.add_argument("--progress", action="store_true", help="progress bars (with --jobs 1)")
+    return p.parse_args(argv)
+
+
+def demo_model(work: Path, steps: int | None) -> Path:
+    from electra.demo import run_demo
+
+    run_demo(out_dir=work / "demo", steps=steps)
+    return work / "demo" / "pretrain" / "final" / "discriminator"
+
+
+def random_init(model_dir: Path, out_dir: Path, seed: int) -> Path:
+    """The pre-trained model's architecture with fresh weights (`init_weights`, as pre-training
+    starts) and its tokenizer files."""
+    cfg, _, _ = read_model_dir(model_dir)
+    torch.manual_seed(seed)
+    model = Discriminator(cfg)
+    init_weights(model, cfg.initializer_range)
+    return save_pretrained(model, out_dir, model_dir)
+
+
+def _set_threads(n: int) -> None:
+    torch.set_num_threads(n)
+
+
+def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
+                  settings: FinetuneSettings, progress: bool) -> tuple[dict, float]:
+    print(f"==> {task}: {out.parent.name} ({settings.seeds} seed(s))", file=sys.stderr,
+          flush=True)
+    start = time.perf_counter()
+    res = finetune(model_dir, task, glue, out, settings, show_progress=progress)
+    return res, round(time.perf_counter() - start, 1)
+
+
+def train_cap(args: argparse.Namespace, task: str) -> int | None:
+    caps = [c for c in (args.max_train_examples,
+                        args.max_train_examples_sst2 if task == "SST-2" else None) if c]
+    return min(caps) if caps else None
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "mean": statistics.fmean(values),
+            "std": statistics.pstdev(values) if len(values) > 1 else 0.0, "values": values}
+
+
+def markdown(rows: dict, seeds: int) -> str:
+    head = ("| task | metric | pre-trained median | mean ± std | random init median | "
+            "mean ± std | Δ median |\n|---|---|---|---|---|---|---|\n")
+    lines = []
+    for task, r in rows.items():
+        p, q = r["pretrained"], r["random"]
+        lines.append(f"| {task} | {r['metric']} | {100 * p['median']:.1f} | "
+                     f"{100 * p['mean']:.1f} ± {100 * p['std']:.1f} | {100 * q['median']:.1f} | "
+                     f"{100 * q['mean']:.1f} ± {100 * q['std']:.1f} | "
+                     f"{100 * r['delta_median']:+.1f} |")
+    avg = {s: statistics.fmean(r[s]["median"] for r in rows.values()) for s in STARTS}
+    lines.append(f"| average | | {100 * avg['pretrained']:.1f} | | {100 * avg['random']:.1f} | "
+                 f"| {100 * (avg['pretrained'] - avg['random']):+.1f} |")
+    return (head + "\n".join(lines) + f"\n\nScores x100 (CoLA: Matthews correlation; SST-2, RTE: "
+            f"accuracy) on the GLUE dev sets; median over {seeds} seed(s).\n")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    work = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    for t in tasks:
+        get_task(t)  # unknown names fail before any training
+        if not (args.glue / t / "train.tsv").is_file():
+            raise ElectraError(f"{args.glue / t}: no train.tsv for {t}")
+    model = args.model or demo_model(work, args.demo_steps)
+    check_model_dir(model)
+    starts = {"pretrained": Path(model),
+              "random": random_init(Path(model), work / "random_init", args.init_seed)}
+
+    jobs = [(task_name, start) for task_name in tasks for start in STARTS]
+    settings = {t: FinetuneSettings(seeds=args.seeds, epochs=args.epochs, lr=args.lr,
+                                    max_train_examples=train_cap(args, t),
+                                    max_eval_examples=args.max_eval_examples, bf16=args.bf16)
+                for t in tasks}
+    calls = [(starts[start], t, args.glue, work / start / t, settings[t],
+              args.progress and args.jobs == 1) for t, start in jobs]
+    if args.jobs == 1:
+        _set_threads(args.threads)
+        done = [_finetune_job(*c) for c in calls]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=_set_threads,
+                                 initargs=(args.threads,)) as pool:
+            done = list(pool.map(_finetune_job, *zip(*calls, strict=True)))
+
+    rows: dict = {}
+    runs: dict = {s: {} for s in STARTS}
+    for (task_name, start), (res, seconds) in zip(jobs, done, strict=True):
+        key = primary_key(get_task(task_name))
+        row = rows.setdefault(task_name, {"metric": key})
+        row[start] = summary([s["scores"][key] for s in res["seeds"]])
+        runs[start][task_name] = {"results": str(work / start / task_name / "results.json"),
+                                  "train_examples": res["num_train_examples"],
+                                  "epochs": res["settings"]["epochs"],
+                                  "lr": res["settings"]["lr"], "seconds": seconds}
+    for row in rows.values():
+        row["delta_median"] = row["pretrained"]["median"] - row["random"]["median"]
+
+    table = markdown(rows, args.seeds)
+    result = {"benchmark": "finetune_transfer", "model": str(model),
+              "random_init": str(starts["random"]), "init_seed": args.init_seed,
+              "seeds": args.seeds, "tasks": rows, "runs": runs,
+              "average_median": {s: statistics.fmean(r[s]["median"] for r in rows.values())
+                                 for s in STARTS},
+              "jobs": args.jobs, "threads_per_job": args.threads,
+              "total_seconds": round(time.perf_counter() - started, 1)}
+    (work / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (work / "results.md").write_text(table)
+    print(json.dumps(result, indent=2))
+    print(table)
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ElectraError as e:
+        sys.exit(f"error: {e}")

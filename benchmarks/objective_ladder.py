@@ -1,0 +1,214 @@
+"""The efficiency ladder of dissertation section 5.4.3 (Table 5.7) and the generator-size sweep
+of section 5.3.2 (Figure 5.4), reproduced with `tiny` models on the English text of
+../shared/data/corpus.
+
+Every objective gets the same training-FLOP budget: the budget is `--electra-steps` steps of
+ELECTRA (tiny, generator 1/2, batch 32 x 128), and each other objective trains for as many steps
+as that buys at its own per-step cost (`electra.objectives.objective_step_flops`), so MLM trains
+for more steps than ELECTRA, as BERT does in Table 5.1. Each pre-trained encoder is then
+fine-tuned on CoLA, SST-2 and RTE with the Table 5.2 recipe (`electra.finetune.loop.finetune`,
+`--seeds` seeds, median as in section 5.2.4).
+
+Work is cached under WORK (vocabulary, prepared data, each pre-training run, each fine-tuning),
+so an interrupted run picks up where it stopped. Prints one JSON object and two markdown
+tables, also written to WORK/results.json and WORK/results.md.
+
+    python benchmarks/objective_ladder.py                       # the recorded run (README)
+    python benchmarks/objective_ladder.py --electra-steps 20 --max-train-examples 64 \\
+        --seeds 1 --tasks RTE --work /tmp/ladder_smoke          # a smoke test (minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from electra.config import PretrainConfig
+from electra.data.prepare import prepare_corpus
+from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.objectives import objective_step_flops
+from electra.tasks import get_task
+from electra.tokenizer import train_vocab
+from electra.train.loop import pretrain
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
+LABELS = {"electra": "ELECTRA", "all-tokens-mlm": "All-Tokens MLM", "replace-mlm": "Replace MLM",
+          "electra-15": "ELECTRA 15%", "mlm": "BERT (MLM)"}
+# Table 5.7 (GLUE dev score, base-sized models) for the side-by-side row.
+PAPER_TABLE_5_7 = {"electra": 85.0, "all-tokens-mlm": 84.3, "replace-mlm": 82.4,
+                   "electra-15": 82.4, "mlm": 82.2}
+CORPUS = ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens",
+          "nltk/reuters.jsonl.gz", "nltk/gutenberg.jsonl.gz", "nltk/brown_untagged.jsonl.gz",
+          "nltk/state_union.jsonl.gz", "nltk/inaugural.jsonl.gz", "nltk/abc.jsonl.gz",
+          "nltk/webtext.jsonl.gz")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--work", type=Path, default=Path("runs/objective_ladder"))
+    p.add_argument("--corpus-dir", type=Path, default=SHARED / "corpus")
+    p.add_argument("--glue", type=Path, default=SHARED / "glue")
+    p.add_argument("--electra-steps", type=int, default=1500,
+                   help="the FLOP budget, in steps of tiny ELECTRA (generator 1/2)")
+    p.add_argument("--objectives", default=",".join(LADDER))
+    p.add_argument("--generator-sizes", default="0.125,0.25,0.5,1.0",
+                   help="generator multipliers for the ELECTRA sweep ('' to skip)")
+    p.add_argument("--tasks", default="CoLA,SST-2,RTE")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--max-train-examples", type=int, default=None,
+                   help="train on the first K examples of each task (default: all)")
+    p.add_argument("--max-train-examples-sst2", type=int, default=8000,
+                   help="cap for SST-2 alone (67k examples; 0 for all)")
+    p.add_argument("--lr", type=float, help="pre-training peak learning rate (default: tiny's)")
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    return p.parse_args(argv)
+
+
+def log(msg: str) -> None:
+    print(f"[ladder {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def prepare_data(args: argparse.Namespace) -> Path:
+    """One WordPiece vocabulary and one packed data set for every run."""
+    files = [args.corpus_dir / name for name in CORPUS]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise SystemExit(f"objective_ladder: corpus files missing: {', '.join(missing)}")
+    vocab, data = args.work / "vocab", args.work / "data"
+    if not (vocab / "vocab.txt").is_file():
+        log(f"training a {args.vocab_size}-word vocabulary")
+        train_vocab([str(f) for f in files], args.vocab_size, vocab,
+                    show_progress=args.progress)
+    if not (data / "manifest.json").is_file():
+        log("packing the corpus into 128-token examples")
+        prepare_corpus([str(f) for f in files], vocab, 128, data, heldout_fraction=0.01,
+                       show_progress=args.progress)
+    return data
+
+
+def run_config(objective: str, multiplier: float, steps: int, args) -> PretrainConfig:
+    cfg = PretrainConfig.from_preset("tiny")
+    cfg.objective.name = objective
+    cfg.objective.generator_multiplier = multiplier
+    cfg.train.steps = steps
+    cfg.train.warmup_steps = max(1, steps // 10)
+    cfg.train.log_every = max(1, steps // 20)
+    cfg.train.save_every = steps
+    cfg.train.bf16 = args.bf16
+    if args.lr:
+        cfg.train.learning_rate = args.lr
+    return cfg
+
+
+def step_cost(cfg: PretrainConfig, vocab_size: int) -> float:
+    model = cfg.model
+    model.vocab_size = vocab_size
+    return sum(objective_step_flops(model, cfg.objective, cfg.train.batch_size, 128).values())
+
+
+def pretrain_run(name: str, cfg: PretrainConfig, data: Path, args) -> dict:
+    out = args.work / "pretrain" / name
+    summary_path = out / "summary.json"
+    if summary_path.is_file():
+        return json.loads(summary_path.read_text())
+    log(f"pre-training {name}: {cfg.train.steps} steps")
+    summary = pretrain(cfg, data, out, resume=(out / "config.json").exists(),
+                       device=args.device, show_progress=args.progress)
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
+    scores = {}
+    for task_name in args.tasks.split(","):
+        out = args.work / "finetune" / name / task_name
+        results_path = out / "results.json"
+        if not results_path.is_file():
+            cap = args.max_train_examples
+            if task_name == "SST-2" and args.max_train_examples_sst2:
+                cap = min(cap or args.max_train_examples_sst2, args.max_train_examples_sst2)
+            settings = FinetuneSettings(seeds=args.seeds, max_train_examples=cap,
+                                        bf16=args.bf16, device=args.device)
+            log(f"fine-tuning {name} on {task_name} ({args.seeds} seeds)")
+            finetune(model_dir, task_name, args.glue / task_name, out, settings,
+                     show_progress=args.progress)
+        results = json.loads(results_path.read_text())
+        key = primary_key(get_task(task_name))
+        per_seed = [seed["scores"][key] for seed in results["seeds"]]
+        scores[task_name] = {"metric": key, "median": statistics.median(per_seed),
+                             "per_seed": per_seed}
+    return scores
+
+
+def one_model(name: str, objective: str, multiplier: float, budget: float, data: Path,
+              vocab_size: int, args) -> dict:
+    cfg = run_config(objective, multiplier, 1, args)
+    per_step = step_cost(cfg, vocab_size)
+    steps = max(1, int(budget // per_step))
+    cfg = run_config(objective, multiplier, steps, args)
+    summary = pretrain_run(name, cfg, data, args)
+    encoder_dir = Path(next(iter(summary["final"].values())))  # first export = the encoder
+    scores = finetune_run(name, encoder_dir, args)
+    medians = [s["median"] for s in scores.values()]
+    return {"objective": objective, "generator_multiplier": multiplier, "steps": steps,
+            "train_flops": summary["flops"], "train_seconds": summary["train_seconds"],
+            "last_log": summary.get("last", {}), "scores": scores,
+            "average": 100 * statistics.mean(medians)}
+
+
+def table(rows: list[dict], first_col: str, label) -> str:
+    tasks = list(rows[0]["scores"]) if rows else []
+    head = [first_col, *tasks, "average", "steps", "train FLOPs"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [label(r), *(f"{100 * r['scores'][t]['median']:.1f}" for t in tasks),
+                 f"{r['average']:.1f}", str(r["steps"]), f"{r['train_flops']:.3g}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    data = prepare_data(args)
+    vocab_size = json.loads((data / "manifest.json").read_text())["vocab_size"]
+    budget = args.electra_steps * step_cost(run_config("electra", 0.5, 1, args), vocab_size)
+    log(f"FLOP budget {budget:.3g} (= {args.electra_steps} tiny ELECTRA steps)")
+
+    ladder = [one_model(obj, obj, 0.5, budget, data, vocab_size, args)
+              for obj in args.objectives.split(",") if obj]
+    sizes = [float(s) for s in args.generator_sizes.split(",") if s]
+    sweep = []
+    for m in sizes:
+        name = "electra" if m == 0.5 and "electra" in args.objectives.split(",") \
+            else f"electra-gen{m:g}"
+        sweep.append(one_model(name, "electra", m, budget, data, vocab_size, args))
+
+    report = {"budget_flops": budget, "electra_steps": args.electra_steps,
+              "seeds": args.seeds, "tasks": args.tasks.split(","), "ladder": ladder,
+              "generator_sizes": sweep, "paper_table_5_7_glue": PAPER_TABLE_5_7,
+              "wall_seconds": round(time.perf_counter() - started, 1),
+              "settings": {k: str(v) for k, v in vars(args).items()}}
+    md = ["Objective ladder (Table 5.7 layout), dev medians over "
+          f"{args.seeds} seeds, equal budget {budget:.3g} training FLOPs:", "",
+          table(ladder, "objective", lambda r: LABELS.get(r["objective"], r["objective"])),
+          "", "Generator size sweep (ELECTRA, section 5.3.2):", "",
+          table(sweep, "generator size", lambda r: f"{r['generator_multiplier']:g}")]
+    markdown = "\n".join(md) + "\n"
+    (args.work / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.work / "results.md").write_text(markdown)
+    print(json.dumps(report))
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""Electric (NCE with a two-tower noise model) and ELECTRA-TT (dissertation 5.1.2-5.1.5, 5.4.5).
+
+Both corrupt k positions per example with samples from a two-tower cloze generator q that reads
+the clean input (no [MASK]) and is trained by maximum likelihood at every real, non-special
+position (it predicts all of them in one pass). They differ in the binary classifier:
+
+- `electric`: noise-contrastive estimation (Algorithm 2). The discriminator head output is the
+  energy E(x)_t, and the probability that token t of the noised input is noise is
+  sigma(E(x)_t + log(k q(x_t | x without t) / (n - k))), q detached. Every one of the k
+  replaced positions is labelled noise, even where the sample equals the original (Algorithm 2
+  step 4; official run_pretraining.py: `labels = masked` under `electric_objective`).
+  After training, p(x_t | x without t) ~ exp(-E(x)_t), so PLL(x) = -sum_t E(x)_t (5.4.5).
+- `electra-tt`: ELECTRA's negative sampling, sigma(E(x)_t), with a token labelled replaced only
+  where the sample differs, but the two-tower generator as q (5.4.4, 5.4.5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+
+from electra import flops
+from electra.config import ModelConfig, ObjectiveConfig
+from electra.errors import ElectraError
+from electra.model.encoder import Discriminator, init_weights
+from electra.model.two_tower import TwoTowerGenerator, two_tower_step_breakdown
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.masking import SpecialIds, gumbel_sample, select_positions
+
+
+def two_tower_generator_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> ModelConfig:
+    """Each tower: the discriminator scaled by `generator_multiplier`, `generator_layers` deep
+    (None: as deep as the discriminator)."""
+    cfg = model_cfg.scaled(obj_cfg.generator_multiplier)
+    if obj_cfg.generator_layers is not None:
+        cfg = dataclasses.replace(cfg, num_hidden_layers=obj_cfg.generator_layers)
+    return cfg
+
+
+def nce_logits(energy: torch.Tensor, log_q: torch.Tensor, num_replaced: torch.Tensor,
+               num_tokens: torch.Tensor) -> torch.Tensor:
+    """Logit of "noise" for each token (Algorithm 2's D, written as in 5.1.5):
+    E(x)_t + log q(x_t | x without t) + log k - log(n - k), with k and n per example.
+
+    The official code adds the constant log(mask_prob / (1 - mask_prob)) instead of
+    log(k / (n - k)); with k = round(mask_prob * n) the two agree up to rounding."""
+    k = num_replaced.float().clamp(min=1.0)
+    n_minus_k = (num_tokens.float() - num_replaced.float()).clamp(min=1.0)
+    return energy.float() + log_q.float() + (torch.log(k) - torch.log(n_minus_k))[:, None]
+
+
+def cloze_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  special: SpecialIds) -> torch.Tensor:
+    """Positions the generator learns to predict: real tokens other than [CLS]/[SEP]/[PAD]."""
+    return (attention_mask.bool() & (input_ids != special.cls) & (input_ids != special.sep)
+            & (input_ids != special.pad))
+
+
+def _check_supported(obj_cfg: ObjectiveConfig, allow_disallow_correct: bool) -> None:
+    name = obj_cfg.name
+    if obj_cfg.generator != "mlm":
+        raise ElectraError(f"objective.generator {obj_cfg.generator!r} is not supported by "
+                           f"{name!r}: its generator is the two-tower cloze model (use 'mlm')")
+    if obj_cfg.sharing not in ("embeddings", "none"):
+        raise ElectraError(f"objective.sharing {obj_cfg.sharing!r} is not supported by {name!r} "
+                           "(choose 'embeddings' or 'none')")
+    if obj_cfg.algorithm != "joint":
+        raise ElectraError(f"objective.algorithm {obj_cfg.algorithm!r} is not supported by "
+                           f"{name!r} (only 'joint')")
+    if obj_cfg.disallow_correct and not allow_disallow_correct:
+        raise ElectraError(f"objective.disallow_correct is not supported by {name!r}: NCE needs "
+                           "samples from q itself")
+
+
+class _TwoTowerObjective(Objective):
+    """What Electric and ELECTRA-TT share: networks, masking, the generator pass, FLOPs."""
+
+    nce = False
+
+    def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
+                 context: ObjectiveContext | None = None):
+        super().__init__()
+        _check_supported(obj_cfg, allow_disallow_correct=not self.nce)
+        self.cfg = obj_cfg
+        self.special = (context or ObjectiveContext()).special
+        self.discriminator = Discriminator(model_cfg)
+        # Tied embeddings (5.3.1) unless sharing = "none".
+        shared = self.discriminator.electra.embeddings if obj_cfg.sharing == "embeddings" else None
+        self.generator = TwoTowerGenerator(two_tower_generator_config(model_cfg, obj_cfg), shared)
+        init_weights(self, model_cfg.initializer_range)
+
+    @staticmethod
+    def step_flops_breakdown(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
+                             seq_len: int) -> dict[str, float]:
+        """Discriminator as ELECTRA's; generator: two towers and a softmax at every position."""
+        scale = flops.TRAIN_PASSES * batch_size
+        out = {
+            "discriminator.embeddings": scale * flops.embedding_flops(model_cfg, seq_len),
+            "discriminator.layers": scale * model_cfg.num_hidden_layers
+            * flops.layer_flops(model_cfg, seq_len),
+            "discriminator.head": scale * flops.binary_head_flops(model_cfg, seq_len),
+        }
+        out.update(two_tower_step_breakdown(two_tower_generator_config(model_cfg, obj_cfg),
+                                            batch_size, seq_len))
+        return out
+
+    def exportable(self):
+        # The generator exports itself (TwoTowerGenerator.save_pretrained -> load_two_tower).
+        return {"discriminator": self.discriminator, "generator": self.generator}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        input_ids = batch["input_ids"]
+        token_type_ids = batch["token_type_ids"]
+        attention_mask = batch["attention_mask"]
+        real = attention_mask.bool()
+        flat_ids = input_ids.reshape(-1)
+
+        masked = select_positions(input_ids, attention_mask, self.cfg.mask_prob, self.special)
+        targets = cloze_targets(input_ids, attention_mask, self.special)
+        # Rows of the generator's output: every real token for Electric (its classifier needs
+        # q at every position), only the prediction targets for ELECTRA-TT.
+        rows = (real if self.nce else targets).reshape(-1)
+        row_positions = rows.nonzero().squeeze(1)
+        gen_logits = self.generator(input_ids, token_type_ids, attention_mask,
+                                    row_positions).float()
+        log_p = gen_logits.log_softmax(-1)
+        row_ids = flat_ids.index_select(0, row_positions)
+        is_target_row = targets.reshape(-1).index_select(0, row_positions)
+        target_log_p = log_p.gather(1, row_ids[:, None]).squeeze(1)[is_target_row]
+        gen_loss = (-target_log_p.mean() if target_log_p.numel()
+                    else gen_logits.sum() * 0.0)
+
+        # Noise: samples from q (with temperature) at the masked positions, fp32, no gradient.
+        with torch.no_grad():
+            log_q = log_p.detach() if self.cfg.temperature == 1.0 else (
+                gen_logits.detach() / self.cfg.temperature).log_softmax(-1)
+            is_masked_row = masked.reshape(-1).index_select(0, row_positions)
+            sample_logits = log_q[is_masked_row]
+            if self.cfg.disallow_correct:
+                sample_logits = sample_logits.scatter(
+                    1, row_ids[is_masked_row][:, None], float("-inf"))
+            samples = gumbel_sample(sample_logits)
+            masked_positions = masked.reshape(-1).nonzero().squeeze(1)
+            disc_input = flat_ids.index_copy(0, masked_positions, samples).view_as(input_ids)
+
+        energy = self.discriminator(disc_input, token_type_ids, attention_mask).float()
+        if self.nce:
+            # q of the token actually at t in the noised input, read from the clean-input pass
+            # (official: log_softmax(cloze logits) gathered at the fake input ids).
+            with torch.no_grad():
+                log_q_tok = torch.zeros(input_ids.numel(), device=input_ids.device)
+                log_q_tok[row_positions] = log_q.gather(
+                    1, disc_input.reshape(-1).index_select(0, row_positions)[:, None]).squeeze(1)
+                log_q_tok = log_q_tok.view_as(energy)
+            disc_logits = nce_logits(energy, log_q_tok, masked.sum(1), attention_mask.sum(1))
+            labels = masked  # Algorithm 2: every replaced position is a negative sample
+        else:
+            disc_logits = energy
+            labels = disc_input != input_ids  # negative sampling: ELECTRA's labels
+
+        weights = attention_mask.float()
+        per_token = F.binary_cross_entropy_with_logits(disc_logits, labels.float(),
+                                                       reduction="none")
+        disc_loss = (per_token * weights).sum() / weights.sum().clamp(min=1.0)
+        loss = self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * disc_loss
+
+        with torch.no_grad():
+            originals = flat_ids.index_select(0, masked_positions)
+            masked_rows = gen_logits[is_masked_row]
+            predicted = (disc_logits > 0) & real
+            counts = {
+                "masked": torch.tensor(float(masked_positions.numel())),
+                "gen_correct": (masked_rows.argmax(-1) == originals).sum().float(),
+                "tokens": real.sum().float(),
+                "disc_correct": ((predicted == labels) & real).sum().float(),
+                "replaced": labels.sum().float(),
+                "disc_pred_pos": predicted.sum().float(),
+                "disc_true_pos": (predicted & labels).sum().float(),
+                "sample_differs": (samples != originals).sum().float(),
+            }
+        return ObjectiveOutput(
+            loss=loss,
+            losses={"gen_loss": gen_loss.detach(), "disc_loss": disc_loss.detach()},
+            counts=counts,
+            details={"disc_logits": disc_logits.detach(), "is_replaced": labels,
+                     "real": real, "energy": energy.detach()},
+        )
+
+
+class ElectricObjective(_TwoTowerObjective):
+    """Electric: an energy-based cloze model trained with NCE (dissertation 5.1.2-5.1.5)."""
+
+    nce = True
+
+
+class ElectraTwoTowerObjective(_TwoTowerObjective):
+    """ELECTRA-TT: ELECTRA's negative sampling with the two-tower noise model (5.4.4, 5.4.5)."""
+
+    nce = False
+
+
+def pseudo_log_likelihood(energy: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Electric's PLL per example, sum_t -E(x)_t over real tokens (5.4.5)."""
+    return -(energy.float() * attention_mask.float()).sum(dim=1)
+
+
+__all__ = ["ElectraTwoTowerObjective", "ElectricObjective", "nce_logits",
+           "pseudo_log_likelihood", "two_tower_generator_config"]

@@ -1,0 +1,61 @@
+"""BERT's masked language model (Devlin et al. 2019; dissertation 5.1.1), the baseline of
+section 5.4: mask 15% of the tokens, of those 80% [MASK], 10% a random token, 10% unchanged,
+and predict the original token at the masked positions only."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from electra import flops
+from electra.config import ModelConfig, ObjectiveConfig
+from electra.model.encoder import Generator, init_weights
+from electra.objectives import resolved
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_positions
+
+
+def mlm_counts(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Summable accuracy counts of the model being pre-trained ("mlm_acc")."""
+    return {"mlm_predicted": torch.tensor(float(targets.numel())),
+            "mlm_correct": (logits.detach().argmax(-1) == targets).sum().float()}
+
+
+class MlmObjective(Objective):
+    def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
+                 context: ObjectiveContext | None = None):
+        super().__init__()
+        self.cfg = obj_cfg = resolved(obj_cfg)  # defaults filled, also when built directly
+        self.special = (context or ObjectiveContext()).special
+        # A full-size MLM: the encoder to fine-tune; its output matrix is the input embeddings.
+        self.model = Generator(model_cfg)
+        init_weights(self, model_cfg.initializer_range)
+        self.register_buffer("random_ids", non_special_ids(model_cfg.vocab_size, self.special),
+                             persistent=False)
+
+    @staticmethod
+    def step_flops_breakdown(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
+                             seq_len: int) -> dict[str, float]:
+        """Embeddings and layers everywhere, the MLM head at the masked positions only."""
+        return flops.mlm_model_breakdown("model", model_cfg, batch_size, seq_len,
+                                         flops.output_frac_for(obj_cfg.mask_prob),
+                                         head="mlm_head")
+
+    def exportable(self):
+        return {"model": self.model}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        input_ids = batch["input_ids"]
+        masked = select_positions(input_ids, batch["attention_mask"], self.cfg.mask_prob,
+                                  self.special)
+        corrupted = corrupt_bert_style(input_ids, masked, self.cfg.mask_token_prob,
+                                       self.cfg.random_token_prob, self.special.mask,
+                                       self.random_ids)
+        positions = masked.view(-1).nonzero().squeeze(1)
+        targets = input_ids.view(-1).index_select(0, positions)
+        logits = self.model(corrupted, batch["token_type_ids"], batch["attention_mask"],
+                            positions)
+        mlm_loss = F.cross_entropy(logits.float(), targets)
+        return ObjectiveOutput(loss=mlm_loss, losses={"mlm_loss": mlm_loss.detach()},
+                               counts=mlm_counts(logits, targets),
+                               details={"corrupted": corrupted, "masked": masked})

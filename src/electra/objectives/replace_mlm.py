@@ -1,0 +1,166 @@
+"""Replace MLM and All-Tokens MLM: the stepping stones between BERT and ELECTRA of the
+efficiency analysis (dissertation 5.4.3, Table 5.7; ELECTRA paper section 3.5).
+
+Both corrupt the masked positions with samples from ELECTRA's generator (a small MLM trained
+jointly by maximum likelihood, embeddings shared with the main model) instead of [MASK], and
+train the main model, a full-size MLM, to predict the original tokens:
+
+- Replace MLM predicts them at the masked positions only;
+- All-Tokens MLM predicts every (non-padding) token, with a copy mechanism: a sigmoid layer
+  gives a copy probability D_t, and p(x_t) = D_t * [input_t = x_t] + (1 - D_t) * softmax_t(x_t).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra import flops
+from electra.config import ModelConfig, ObjectiveConfig
+from electra.errors import ElectraError
+from electra.model.encoder import Generator, init_weights
+from electra.objectives import resolved
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.generators import (
+    attach_generator,
+    build_sampler,
+    check_generator_options,
+    generator_step_flops,
+    sample_from_logits,
+)
+from electra.objectives.masking import corrupt_with_mask_token, select_positions
+from electra.objectives.mlm import mlm_counts
+
+
+def copy_mixture_log_likelihood(logits: torch.Tensor, copy_logit: torch.Tensor,
+                                inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(target) per position under D * copy(input) + (1 - D) * softmax(logits), with
+    D = sigmoid(copy_logit); computed in log space (log D = logsigmoid(z),
+    log(1 - D) = logsigmoid(-z))."""
+    logits, copy_logit = logits.float(), copy_logit.float()
+    log_softmax_target = F.log_softmax(logits, dim=-1).gather(
+        -1, targets.unsqueeze(-1)).squeeze(-1)
+    generate = F.logsigmoid(-copy_logit) + log_softmax_target
+    copy = torch.logaddexp(F.logsigmoid(copy_logit), generate)
+    return torch.where(inputs == targets, copy, generate)
+
+
+def copy_mixture_predictions(logits: torch.Tensor, copy_logit: torch.Tensor,
+                             inputs: torch.Tensor) -> torch.Tensor:
+    """The most probable token of the copy mixture at each position."""
+    with torch.no_grad():
+        d = torch.sigmoid(copy_logit.float()).unsqueeze(-1)
+        probs = (1 - d) * F.softmax(logits.float(), dim=-1)
+        probs = probs.scatter_add(-1, inputs.unsqueeze(-1), d)
+        return probs.argmax(-1)
+
+
+class ReplaceMlmObjective(Objective):
+    predict_all_tokens = False
+
+    def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
+                 context: ObjectiveContext | None = None):
+        super().__init__()
+        context = context or ObjectiveContext()
+        self.cfg = obj_cfg = resolved(obj_cfg)  # defaults filled, also when built directly
+        self.special = context.special
+        if obj_cfg.algorithm != "joint":
+            raise ElectraError(f"objective.algorithm={obj_cfg.algorithm!r} applies to electra; "
+                               f"{obj_cfg.name} trains its generator jointly")
+        if obj_cfg.sharing == "gdes":
+            raise ElectraError(f"objective.sharing='gdes' is not supported for {obj_cfg.name} "
+                               "(use embeddings, none or all)")
+        check_generator_options(model_cfg, obj_cfg)
+        self.model = Generator(model_cfg)  # the encoder to fine-tune
+        self.generator = None
+        self.sampler = None
+        if obj_cfg.generator == "mlm":
+            self.generator = attach_generator(self.model, model_cfg, obj_cfg)
+        else:
+            self.sampler = build_sampler(obj_cfg.generator, model_cfg.vocab_size, self.special,
+                                         context)
+        # All-Tokens MLM's copy mechanism: "a sigmoid layer" on the final hidden state.
+        self.copy_head = nn.Linear(model_cfg.hidden_size, 1) if self.predict_all_tokens else None
+        init_weights(self, model_cfg.initializer_range)
+
+    @classmethod
+    def step_flops_breakdown(cls, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
+                             batch_size: int, seq_len: int) -> dict[str, float]:
+        """The generator, and the main MLM with its softmax at the masked positions (Replace
+        MLM) or at every position plus the copy head (All-Tokens MLM)."""
+        frac = 1.0 if cls.predict_all_tokens else flops.output_frac_for(obj_cfg.mask_prob)
+        out = flops.mlm_model_breakdown("model", model_cfg, batch_size, seq_len, frac,
+                                        head="mlm_head")
+        if cls.predict_all_tokens:
+            out["model.copy_head"] = (flops.TRAIN_PASSES * batch_size
+                                      * flops.copy_head_flops(model_cfg, seq_len))
+        out.update(generator_step_flops(model_cfg, obj_cfg, batch_size, seq_len))
+        return out
+
+    def exportable(self):
+        out = {"model": self.model}
+        if self.generator is not None:
+            out["generator"] = self.generator
+        return out
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        input_ids = batch["input_ids"]
+        token_type_ids = batch["token_type_ids"]
+        attention_mask = batch["attention_mask"]
+        cfg = self.cfg
+
+        masked = select_positions(input_ids, attention_mask, cfg.mask_prob, self.special)
+        positions = masked.view(-1).nonzero().squeeze(1)
+        targets = input_ids.view(-1).index_select(0, positions)
+        disallow = targets if cfg.disallow_correct else None
+        losses: dict[str, torch.Tensor] = {}
+        counts: dict[str, torch.Tensor] = {"masked": torch.tensor(float(targets.numel()))}
+        loss = None
+        if self.generator is not None:
+            gen_input = corrupt_with_mask_token(input_ids, masked, cfg.mask_token_prob,
+                                                self.special.mask)
+            gen_logits = self.generator(gen_input, token_type_ids, attention_mask, positions)
+            gen_loss = F.cross_entropy(gen_logits.float(), targets)
+            losses["gen_loss"] = gen_loss.detach()
+            counts["gen_correct"] = (gen_logits.detach().argmax(-1) == targets).sum().float()
+            loss = cfg.gen_weight * gen_loss
+            samples = sample_from_logits(gen_logits, cfg.temperature, disallow)
+        else:
+            samples = sample_from_logits(self.sampler.logits(targets.numel()), cfg.temperature,
+                                         disallow)
+        # Every masked position holds a generator sample: no [MASK] in the main model's input.
+        noised = input_ids.view(-1).index_copy(0, positions, samples).view_as(input_ids)
+        counts["replaced"] = (noised != input_ids).sum().float()
+
+        if self.predict_all_tokens:
+            mlm_loss, mlm_count = self._all_tokens_loss(noised, input_ids, token_type_ids,
+                                                        attention_mask)
+        else:
+            logits = self.model(noised, token_type_ids, attention_mask, positions)
+            mlm_loss = F.cross_entropy(logits.float(), targets)
+            mlm_count = mlm_counts(logits, targets)
+        losses["mlm_loss"] = mlm_loss.detach()
+        counts.update(mlm_count)
+        loss = mlm_loss if loss is None else loss + mlm_loss
+        return ObjectiveOutput(loss=loss, losses=losses, counts=counts,
+                               details={"noised": noised, "masked": masked})
+
+    def _all_tokens_loss(self, noised, input_ids, token_type_ids, attention_mask):
+        real = attention_mask.reshape(-1).nonzero().squeeze(1)
+        hidden = self.model.electra(noised, token_type_ids, attention_mask)
+        hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, real)
+        logits = self.model.generator_predictions(
+            hidden, self.model.electra.embeddings.word_embeddings.weight, self.model.output_bias)
+        copy_logit = self.copy_head(hidden).squeeze(-1)
+        inputs = noised.reshape(-1).index_select(0, real)
+        targets = input_ids.reshape(-1).index_select(0, real)
+        log_p = copy_mixture_log_likelihood(logits, copy_logit, inputs, targets)
+        predictions = copy_mixture_predictions(logits, copy_logit, inputs)
+        counts = {"mlm_predicted": torch.tensor(float(targets.numel())),
+                  "mlm_correct": (predictions == targets).sum().float()}
+        return -log_p.mean(), counts
+
+
+class AllTokensMlmObjective(ReplaceMlmObjective):
+    predict_all_tokens = True

@@ -1,0 +1,94 @@
+"""The fine-tuning benchmark scripts run end to end on small inputs and report what they claim
+(no timing assertions: numbers are for the README, not for tests)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+GLUE = ROOT.parent / "shared" / "data" / "glue"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _mini_glue(root: Path, tasks: tuple[str, ...], n_train: int, n_dev: int) -> Path:
+    for task in tasks:
+        (root / task).mkdir(parents=True)
+        for split, n in (("train", n_train), ("dev", n_dev)):
+            lines = (GLUE / task / f"{split}.tsv").read_text().splitlines()
+            keep = lines[:n + 1] if task != "CoLA" else lines[:n]  # CoLA has no header
+            (root / task / f"{split}.tsv").write_text("\n".join(keep) + "\n")
+    return root
+
+
+def test_random_init_keeps_architecture_and_tokenizer(tiny_model: Path, tmp_path: Path) -> None:
+    bench = _load("finetune_transfer")
+    # (the fixture itself is seed 0 with the same init, so another seed)
+    out = bench.random_init(tiny_model, tmp_path / "rand", seed=5)
+    assert json.loads((out / "config.json").read_text()) == \
+        json.loads((tiny_model / "config.json").read_text())
+    assert (out / "vocab.txt").read_text() == (tiny_model / "vocab.txt").read_text()
+    a, b = load_file(tiny_model / "model.safetensors"), load_file(out / "model.safetensors")
+    assert a.keys() == b.keys()
+    name = "electra.encoder.layer.0.attention.self.query.weight"
+    assert a[name].shape == b[name].shape and not a[name].equal(b[name])
+    again = bench.random_init(tiny_model, tmp_path / "rand2", seed=5)  # deterministic
+    assert load_file(again / "model.safetensors")[name].equal(b[name])
+
+
+def test_train_caps() -> None:
+    bench = _load("finetune_transfer")
+    args = bench.parse_args([])
+    assert (bench.train_cap(args, "SST-2"), bench.train_cap(args, "RTE")) == (10000, None)
+    args = bench.parse_args(["--max-train-examples", "500", "--max-train-examples-sst2", "0"])
+    assert (bench.train_cap(args, "SST-2"), bench.train_cap(args, "CoLA")) == (500, 500)
+
+
+@pytest.mark.skipif(not (GLUE / "RTE").is_dir(), reason=f"GLUE absent ({GLUE})")
+def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture) -> None:
+    bench = _load("finetune_transfer")
+    glue = _mini_glue(tmp_path / "glue", ("RTE", "CoLA"), 40, 24)
+    res = bench.main(["--model", str(tiny_model), "--work", str(tmp_path / "work"), "--glue",
+                      str(glue), "--tasks", "RTE,CoLA", "--seeds", "2", "--epochs", "1",
+                      "--jobs", "1"])
+    assert list(res["tasks"]) == ["RTE", "CoLA"]
+    for task, metric in (("RTE", "accuracy"), ("CoLA", "mcc")):
+        row = res["tasks"][task]
+        assert row["metric"] == metric
+        for start in ("pretrained", "random"):
+            saved = json.loads(Path(res["runs"][start][task]["results"]).read_text())
+            values = [s["scores"][metric] for s in saved["seeds"]]
+            assert row[start]["values"] == values and len(values) == 2
+            assert row[start]["median"] == statistics.median(values)
+            assert res["runs"][start][task]["train_examples"] == 40
+        assert row["delta_median"] == row["pretrained"]["median"] - row["random"]["median"]
+    table = (tmp_path / "work" / "results.md").read_text()
+    rte = res["tasks"]["RTE"]
+    assert f"| RTE | accuracy | {100 * rte['pretrained']['median']:.1f} |" in table
+    assert table in capsys.readouterr().out
+    assert json.loads((tmp_path / "work" / "results.json").read_text()) == res
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (GLUE / "SST-2").is_dir(), reason=f"GLUE absent ({GLUE})")
+def test_speed_benchmark_quick(capsys: pytest.CaptureFixture) -> None:
+    res = _load("finetune_speed").main(["--quick"])
+    sst = res["sst2"]
+    assert set(sst["train"]) == {"fp32", "bf16", "fp32_unsorted"}
+    assert sst["padding"]["pad_per_example_sorted"] < sst["padding"]["pad_per_example_random"]
+    assert res["squad_v1.1_windows"]["max_seq_len"] == 384
+    out = capsys.readouterr().out
+    assert json.loads(out[out.index("{\n"):]) == res  # progress lines, then the JSON
