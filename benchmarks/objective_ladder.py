@@ -23,29 +23,29 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from electra.config import PretrainConfig
-from electra.data.prepare import prepare_corpus
-from electra.finetune.loop import FinetuneSettings, finetune, primary_key
-from electra.objectives import objective_step_flops
-from electra.tasks import get_task
-from electra.tokenizer import train_vocab
-from electra.train.loop import pretrain
+from equal_budget import (
+    SHARED,
+    budget_flops,
+    log,
+    prepare_data,
+    pretrain_run,
+    run_config,
+    steps_for_budget,
+    vocab_size_of,
+)
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.tasks import get_task
+
 LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
 LABELS = {"electra": "ELECTRA", "all-tokens-mlm": "All-Tokens MLM", "replace-mlm": "Replace MLM",
           "electra-15": "ELECTRA 15%", "mlm": "BERT (MLM)"}
 # Table 5.7 (GLUE dev score, base-sized models) for the side-by-side row.
 PAPER_TABLE_5_7 = {"electra": 85.0, "all-tokens-mlm": 84.3, "replace-mlm": 82.4,
                    "electra-15": 82.4, "mlm": 82.2}
-CORPUS = ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens",
-          "nltk/reuters.jsonl.gz", "nltk/gutenberg.jsonl.gz", "nltk/brown_untagged.jsonl.gz",
-          "nltk/state_union.jsonl.gz", "nltk/inaugural.jsonl.gz", "nltk/abc.jsonl.gz",
-          "nltk/webtext.jsonl.gz")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,60 +72,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def log(msg: str) -> None:
-    print(f"[ladder {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def prepare_data(args: argparse.Namespace) -> Path:
-    """One WordPiece vocabulary and one packed data set for every run."""
-    files = [args.corpus_dir / name for name in CORPUS]
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        raise SystemExit(f"objective_ladder: corpus files missing: {', '.join(missing)}")
-    vocab, data = args.work / "vocab", args.work / "data"
-    if not (vocab / "vocab.txt").is_file():
-        log(f"training a {args.vocab_size}-word vocabulary")
-        train_vocab([str(f) for f in files], args.vocab_size, vocab,
-                    show_progress=args.progress)
-    if not (data / "manifest.json").is_file():
-        log("packing the corpus into 128-token examples")
-        prepare_corpus([str(f) for f in files], vocab, 128, data, heldout_fraction=0.01,
-                       show_progress=args.progress)
-    return data
-
-
-def run_config(objective: str, multiplier: float, steps: int, args) -> PretrainConfig:
-    cfg = PretrainConfig.from_preset("tiny")
-    cfg.objective.name = objective
-    cfg.objective.generator_multiplier = multiplier
-    cfg.train.steps = steps
-    cfg.train.warmup_steps = max(1, steps // 10)
-    cfg.train.log_every = max(1, steps // 20)
-    cfg.train.save_every = steps
-    cfg.train.bf16 = args.bf16
-    if args.lr:
-        cfg.train.learning_rate = args.lr
-    return cfg
-
-
-def step_cost(cfg: PretrainConfig, vocab_size: int) -> float:
-    model = cfg.model
-    model.vocab_size = vocab_size
-    return sum(objective_step_flops(model, cfg.objective, cfg.train.batch_size, 128).values())
-
-
-def pretrain_run(name: str, cfg: PretrainConfig, data: Path, args) -> dict:
-    out = args.work / "pretrain" / name
-    summary_path = out / "summary.json"
-    if summary_path.is_file():
-        return json.loads(summary_path.read_text())
-    log(f"pre-training {name}: {cfg.train.steps} steps")
-    summary = pretrain(cfg, data, out, resume=(out / "config.json").exists(),
-                       device=args.device, show_progress=args.progress)
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
-
-
 def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
     scores = {}
     for task_name in args.tasks.split(","):
@@ -150,11 +96,9 @@ def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
 
 def one_model(name: str, objective: str, multiplier: float, budget: float, data: Path,
               vocab_size: int, args) -> dict:
-    cfg = run_config(objective, multiplier, 1, args)
-    per_step = step_cost(cfg, vocab_size)
-    steps = max(1, int(budget // per_step))
-    cfg = run_config(objective, multiplier, steps, args)
-    summary = pretrain_run(name, cfg, data, args)
+    steps = steps_for_budget(budget, objective, vocab_size, multiplier)
+    cfg = run_config(objective, steps, multiplier, args.lr, args.bf16)
+    summary = pretrain_run(args.work, name, cfg, data, args.device, args.progress)
     encoder_dir = Path(next(iter(summary["final"].values())))  # first export = the encoder
     scores = finetune_run(name, encoder_dir, args)
     medians = [s["median"] for s in scores.values()]
@@ -179,9 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    data = prepare_data(args)
-    vocab_size = json.loads((data / "manifest.json").read_text())["vocab_size"]
-    budget = args.electra_steps * step_cost(run_config("electra", 0.5, 1, args), vocab_size)
+    data = prepare_data(args.work, args.corpus_dir, args.vocab_size, args.progress)
+    vocab_size = vocab_size_of(data)
+    budget = budget_flops(args.electra_steps, vocab_size)
     log(f"FLOP budget {budget:.3g} (= {args.electra_steps} tiny ELECTRA steps)")
 
     ladder = [one_model(obj, obj, 0.5, budget, data, vocab_size, args)

@@ -9,7 +9,13 @@ WordPiece vocabulary trained here on the BLiMP sentences, so it needs nothing bu
     python benchmarks/scoring.py --sentences 500
     python benchmarks/scoring.py --device cuda --bf16
 
-Accuracy of pre-trained models (any subset; --limit pairs per paradigm):
+Accuracy of `tiny` MLM, Electric and ELECTRA-TT models pre-trained here for the same FLOP
+budget (`--pretrain-budget N` = the FLOPs of N tiny ELECTRA steps, see equal_budget.py) on the
+English text of ../shared/data/corpus, cached under --work:
+
+    python benchmarks/scoring.py --skip-speed --pretrain-budget 1500 --limit 100
+
+Accuracy of given pre-trained models (any subset; --limit pairs per paradigm):
 
     python benchmarks/scoring.py --skip-speed --limit 100 --mlm runs/mlm/final/generator \
         --electric runs/electric/final/discriminator \
@@ -136,6 +142,30 @@ def accuracy(args, device: str) -> dict:
     return out
 
 
+def pretrain_scoring_models(args) -> dict:
+    """Pre-train mlm, electric and electra-tt at one budget; fill args.mlm etc. with their
+    exports and return each run's steps and FLOPs."""
+    import equal_budget as eb
+
+    data = eb.prepare_data(args.work, eb.SHARED / "corpus", args.vocab_size)
+    vocab_size = eb.vocab_size_of(data)
+    budget = eb.budget_flops(args.pretrain_budget, vocab_size)
+    runs = {}
+    for objective in ("mlm", "electric", "electra-tt"):
+        steps = eb.steps_for_budget(budget, objective, vocab_size)
+        summary = eb.pretrain_run(args.work, objective, eb.run_config(objective, steps), data)
+        runs[objective] = {"steps": steps, "train_flops": summary["flops"],
+                           "train_seconds": round(summary["train_seconds"], 1)}
+        final = summary["final"]
+        if objective == "mlm":
+            args.mlm = final["model"]
+        elif objective == "electric":
+            args.electric = final["discriminator"]
+        else:
+            args.electra_tt, args.tt_generator = final["discriminator"], final["generator"]
+    return {"budget_flops": budget, "electra_steps": args.pretrain_budget, "runs": runs}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -155,6 +185,9 @@ def main() -> None:
     p.add_argument("--electric")
     p.add_argument("--electra-tt")
     p.add_argument("--tt-generator")
+    p.add_argument("--pretrain-budget", type=int, help="pre-train tiny mlm/electric/electra-tt "
+                   "for the FLOPs of N tiny ELECTRA steps, then measure their BLiMP accuracy")
+    p.add_argument("--work", type=Path, default=Path("runs/scoring"))
     args = p.parse_args()
     if not args.data.is_file():
         sys.exit(f"BLiMP data not found: {args.data}")
@@ -171,6 +204,8 @@ def main() -> None:
     }
     if not args.skip_speed:
         result["speed"] = speed(args, device, sync)
+    if args.pretrain_budget:
+        result["pretraining"] = pretrain_scoring_models(args)
     if args.mlm or args.electric or args.electra_tt:
         result["blimp_accuracy"] = accuracy(args, args.device)
     print(json.dumps(result, indent=2))

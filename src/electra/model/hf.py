@@ -148,18 +148,17 @@ def commit_directory(tmp: Path, final: Path) -> None:
         os.replace(tmp, final)
 
 
-def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
-                    tokenizer_dir: str | Path | None = None, extra: dict | None = None) -> Path:
-    """Write a HF-loadable directory atomically: a crash never leaves a half-written model."""
+def write_model_dir(out_dir: str | Path, config: dict, state: dict[str, torch.Tensor],
+                    tokenizer_dir: str | Path | None = None) -> Path:
+    """config.json + model.safetensors (+ tokenizer files), written atomically: a crash never
+    leaves a half-written model."""
     from electra.tokenizer import copy_tokenizer_files
 
     out = Path(out_dir)
     tmp = atomic_directory(out)
     try:
-        cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
-        (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        save_file(to_hf_state_dict(model), str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if tokenizer_dir is not None:
             copy_tokenizer_files(tokenizer_dir, tmp)
         commit_directory(tmp, out)
@@ -169,16 +168,35 @@ def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
     return out
 
 
-def read_model_dir(model_dir: str | Path) -> tuple[ModelConfig, dict, dict[str, torch.Tensor]]:
-    """(config, raw config.json, state dict) of a local ELECTRA/BERT directory."""
+def read_config_json(model_dir: str | Path) -> dict:
+    """MODEL_DIR/config.json as a dict, or an ElectraError naming what is wrong."""
     d = Path(model_dir)
     cfg_path = d / "config.json"
+    if not d.is_dir():
+        raise ElectraError(f"{d}: model directory does not exist")
     if not cfg_path.is_file():
         raise ElectraError(f"{d}: no config.json (not a model directory)")
     try:
         raw = json.loads(cfg_path.read_text())
     except json.JSONDecodeError as e:
         raise ElectraError(f"{cfg_path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(raw, dict):
+        raise ElectraError(f"{cfg_path}: expected a JSON object")
+    return raw
+
+
+def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
+                    tokenizer_dir: str | Path | None = None, extra: dict | None = None) -> Path:
+    """Write a HF-loadable directory atomically."""
+    cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
+    return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
+
+
+def read_model_dir(model_dir: str | Path) -> tuple[ModelConfig, dict, dict[str, torch.Tensor]]:
+    """(config, raw config.json, state dict) of a local ELECTRA/BERT directory."""
+    d = Path(model_dir)
+    cfg_path = d / "config.json"
+    raw = read_config_json(d)
     cfg = model_config_from_hf(raw, str(cfg_path))
     if (d / "model.safetensors").is_file():
         try:

@@ -18,19 +18,17 @@ outputs at real positions do not depend on how much padding follows.
 from __future__ import annotations
 
 import dataclasses
-import json
-import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from electra import flops
 from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Embeddings, GeneratorHead, TransformerLayer
-from electra.model.hf import atomic_directory, commit_directory
+from electra.model.hf import read_config_json, write_model_dir
 
 ARCHITECTURE = "ElectraTwoTowerCloze"
 MODEL_TYPE = "electra-two-tower"
@@ -136,35 +134,16 @@ def save_two_tower(model: TwoTowerGenerator, out_dir: str | Path,
     """config.json + model.safetensors (+ tokenizer files), written atomically like
     `electra.model.hf.save_pretrained`. Not a `transformers` architecture: read it back with
     `load_two_tower`."""
-    from electra.tokenizer import copy_tokenizer_files
-
-    out = Path(out_dir)
-    tmp = atomic_directory(out)
-    try:
-        (tmp / "config.json").write_text(json.dumps(two_tower_config(model, extra), indent=2)
-                                         + "\n")
-        state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
-                 for k, v in model.state_dict().items()}
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        if tokenizer_dir is not None:
-            copy_tokenizer_files(tokenizer_dir, tmp)
-        commit_directory(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
+             for k, v in model.state_dict().items()}
+    return write_model_dir(out_dir, two_tower_config(model, extra), state, tokenizer_dir)
 
 
 def load_two_tower(model_dir: str | Path) -> TwoTowerGenerator:
     """A TwoTowerGenerator from a directory written by `save_two_tower` (eval mode)."""
     d = Path(model_dir)
     cfg_path, weights = d / "config.json", d / "model.safetensors"
-    if not cfg_path.is_file():
-        raise ElectraError(f"{d}: no config.json (not a model directory)")
-    try:
-        raw = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ElectraError(f"{cfg_path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+    raw = read_config_json(d)
     if raw.get("model_type") != MODEL_TYPE:
         raise ElectraError(f"{cfg_path}: model_type {raw.get('model_type')!r} is not "
                            f"{MODEL_TYPE!r} (not a two-tower cloze model)")

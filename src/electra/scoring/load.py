@@ -15,7 +15,7 @@ import torch
 
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator
-from electra.model.hf import encoder_from_hf, load_pretrained, read_model_dir
+from electra.model.hf import encoder_from_hf, load_pretrained, read_config_json, read_model_dir
 from electra.scoring.pll import (
     SCORER_NAMES,
     ElectraTTScorer,
@@ -31,21 +31,6 @@ DEFAULT_MASK_PROB = 0.15  # Table 5.1, all sizes but Large
 TWO_TOWER_MODEL_TYPE = "electra-two-tower"  # electra.model.two_tower.MODEL_TYPE
 
 
-def read_config(model_dir: str | Path) -> dict:
-    path = Path(model_dir) / "config.json"
-    if not Path(model_dir).is_dir():
-        raise ElectraError(f"{model_dir}: model directory does not exist")
-    if not path.is_file():
-        raise ElectraError(f"{model_dir}: no config.json (not a model directory)")
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ElectraError(f"{path}: line {e.lineno}: invalid JSON ({e.msg})") from None
-    if not isinstance(raw, dict):
-        raise ElectraError(f"{path}: expected a JSON object")
-    return raw
-
-
 def objective_of(raw: dict) -> str | None:
     meta = raw.get("electra_toolkit")
     return meta.get("objective") if isinstance(meta, dict) else None
@@ -53,7 +38,7 @@ def objective_of(raw: dict) -> str | None:
 
 def detect_scorer(model_dir: str | Path) -> str:
     """The scorer a model directory calls for, from its config.json."""
-    raw = read_config(model_dir)
+    raw = read_config_json(model_dir)
     arch = (raw.get("architectures") or [""])[0]
     if arch in MLM_ARCHITECTURES:
         return "mlm"
@@ -75,7 +60,7 @@ def detect_scorer(model_dir: str | Path) -> str:
 def training_mask_prob(model_dir: str | Path) -> float | None:
     """mask_prob of the run that wrote MODEL: config.json's `electra_toolkit`, else the run's
     OUT/config.json (exports live in OUT/final/NAME)."""
-    meta = read_config(model_dir).get("electra_toolkit")
+    meta = read_config_json(model_dir).get("electra_toolkit")
     if isinstance(meta, dict) and isinstance(meta.get("mask_prob"), (int, float)):
         return float(meta["mask_prob"])
     run_config = Path(model_dir).resolve().parent.parent / "config.json"
@@ -88,7 +73,7 @@ def training_mask_prob(model_dir: str | Path) -> float | None:
 
 def load_mlm(model_dir: str | Path) -> Generator:
     """A masked LM from an ElectraForMaskedLM or BertForMaskedLM directory (local files)."""
-    raw = read_config(model_dir)
+    raw = read_config_json(model_dir)
     arch = (raw.get("architectures") or [""])[0]
     if arch == "ElectraForMaskedLM":
         model = load_pretrained(model_dir)
