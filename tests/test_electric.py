@@ -17,7 +17,7 @@ from electra.model.hf import load_pretrained
 from electra.model.two_tower import TwoTowerGenerator, load_two_tower
 from electra.objectives import SpecialIds, build_objective, objective_step_flops
 from electra.objectives import electric as electric_mod
-from electra.objectives.electric import nce_logits, pseudo_log_likelihood
+from electra.objectives.electric import nce_logits
 from electra.train.loop import pretrain
 
 SPECIAL = SpecialIds()
@@ -62,12 +62,6 @@ def test_nce_logit_hand_computed_algorithm_2():
     two = nce_logits(torch.zeros(2, 1), torch.zeros(2, 1), torch.tensor([1, 2]),
                      torch.tensor([4, 10]))
     assert two[:, 0].tolist() == pytest.approx([math.log(1 / 3), math.log(2 / 8)], abs=1e-6)
-
-
-def test_pll_is_minus_sum_of_energies_section_5_4_5():
-    energy = torch.tensor([[1.0, 2.0, -0.5], [0.5, 3.0, 9.0]])
-    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
-    assert pseudo_log_likelihood(energy, mask).tolist() == [-2.5, -3.5]
 
 
 def _fixed_samples(monkeypatch, value: int):

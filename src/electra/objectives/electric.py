@@ -201,10 +201,7 @@ class ElectraTwoTowerObjective(_TwoTowerObjective):
     nce = False
 
 
-def pseudo_log_likelihood(energy: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Electric's PLL per example, sum_t -E(x)_t over real tokens (5.4.5)."""
-    return -(energy.float() * attention_mask.float()).sum(dim=1)
-
-
+# PLL scoring (5.4.5) lives in electra.scoring (ElectricScorer: sum of -E(x)_t over the
+# sentence's tokens, [CLS]/[SEP] excluded as in MLM scoring).
 __all__ = ["ElectraTwoTowerObjective", "ElectricObjective", "nce_logits",
-           "pseudo_log_likelihood", "two_tower_generator_config"]
+           "two_tower_generator_config"]
