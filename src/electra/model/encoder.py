@@ -150,13 +150,19 @@ class Encoder(nn.Module):
         for layer in self.layers:
             layer.attention.impl = impl
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
+              ) -> torch.Tensor:
+        """The first layer's input: embeddings, projected to the hidden size if E != H."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         x = self.embeddings(input_ids, token_type_ids)
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
+        return x
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.embed(input_ids, token_type_ids)
         bias = attention_bias(attention_mask, x.dtype)
         for layer in self.layers:
             x = layer(x, bias)

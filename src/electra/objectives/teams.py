@@ -171,9 +171,7 @@ class TeamsObjective(Objective):
         """(MWS representations: layer L's output, RTD representations: the extra layer over
         layer L-1's output)."""
         enc = self.discriminator.electra
-        x = enc.embeddings(input_ids, token_type_ids)
-        if enc.embeddings_project is not None:
-            x = enc.embeddings_project(x)
+        x = enc.embed(input_ids, token_type_ids)
         bias = attention_bias(attention_mask, x.dtype)
         below_top = x
         for i, layer in enumerate(enc.layers):
