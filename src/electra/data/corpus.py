@@ -92,7 +92,7 @@ def _open(path: Path) -> BinaryIO:
     return open(path, "rb")
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, decoded line without its line ending)."""
     source = str(path)
     lineno = 0
@@ -116,7 +116,7 @@ def _read_plain(path: Path) -> Iterator[Document]:
     source = str(path)
     paragraphs: list[str] = []
     start = 0
-    for lineno, line in _lines(path):
+    for lineno, line in iter_lines(path):
         stripped = line.strip()
         if stripped:
             if not paragraphs:
@@ -132,13 +132,13 @@ def _read_plain(path: Path) -> Iterator[Document]:
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) per non-blank line of a JSON-lines file (.gz ok); invalid
     JSON is an error naming FILE:LINE."""
-    for lineno, line in _lines(path):
+    for lineno, line in iter_lines(path):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ElectraError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            raise ElectraError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
         yield lineno, obj
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.scoring.pll import PllScorer
-from electra.scoring.textio import iter_json_lines
+from electra.scoring.textio import iter_json_objects
 
 FIELDS = ("UID", "field", "linguistics_term", "pairID", "sentence_good", "sentence_bad")
 
@@ -32,7 +32,7 @@ def read_minimal_pairs(path: str | Path, limit: int | None = None) -> list[Minim
         raise ElectraError(f"--limit must be positive, got {limit}")
     pairs: list[MinimalPair] = []
     per_uid: dict[str, int] = defaultdict(int)
-    for lineno, obj in iter_json_lines(path):
+    for lineno, obj in iter_json_objects(path):
         for name in FIELDS:
             if not isinstance(obj.get(name), (str, int)):
                 raise ElectraError(f"{path}:{lineno}: missing field {name!r}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.scoring.pll import PllScorer
-from electra.scoring.textio import iter_json_lines
+from electra.scoring.textio import iter_json_objects
 
 # Section 5.4.5: "I select the best lambda on the dev set out of [0.05, 0.1, ..., 0.95, 1.0]".
 LAMBDA_GRID = tuple(round(0.05 * i, 2) for i in range(1, 21))
@@ -60,7 +60,7 @@ def word_error_rate(references: Sequence[str], hypotheses: Sequence[str]) -> flo
 def read_nbest(path: str | Path) -> list[NBestList]:
     """JSON lines {"id", "reference"?, "hypotheses": [{"text", "score", "pll"?}, ...]}."""
     lists = []
-    for lineno, obj in iter_json_lines(path):
+    for lineno, obj in iter_json_objects(path):
         where = f"{path}:{lineno}"
         hyps = obj.get("hypotheses")
         if not isinstance(hyps, list) or not hyps:

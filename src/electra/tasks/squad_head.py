@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from electra.fileutil import write_atomic
 from electra.tasks.squad_data import SquadExample, SquadFeature
 
 _ACTIVATIONS = {"tanh": torch.tanh, "gelu": F.gelu}
@@ -237,26 +236,12 @@ def postprocess_predictions(
     return predictions, na_probs
 
 
-def _write_json_atomic(path: str | Path, obj: Mapping[str, object]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, ensure_ascii=False, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_predictions(path: str | Path, predictions: Mapping[str, str]) -> Path:
     """The official predictions file: {qid: answer text} ("" means no answer in v2.0)."""
-    return _write_json_atomic(path, dict(predictions))
+    return write_atomic(path, json.dumps(dict(predictions), ensure_ascii=False, indent=2))
 
 
 def write_na_probs(path: str | Path, na_probs: Mapping[str, float]) -> Path:
     """The official v2.0 na-prob file ({qid: probability of no answer}) for the threshold
     search (`evaluate-v2.0.py --na-prob-file`)."""
-    return _write_json_atomic(path, dict(na_probs))
+    return write_atomic(path, json.dumps(dict(na_probs), ensure_ascii=False, indent=2))
