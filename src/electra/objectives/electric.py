@@ -16,8 +16,6 @@ position (it predicts all of them in one pass). They differ in the binary classi
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import torch.nn.functional as F
 
@@ -27,16 +25,8 @@ from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, init_weights
 from electra.model.two_tower import TwoTowerGenerator, two_tower_step_breakdown
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.generators import generator_config  # each tower's size
 from electra.objectives.masking import SpecialIds, gumbel_sample, select_positions
-
-
-def two_tower_generator_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> ModelConfig:
-    """Each tower: the discriminator scaled by `generator_multiplier`, `generator_layers` deep
-    (None: as deep as the discriminator)."""
-    cfg = model_cfg.scaled(obj_cfg.generator_multiplier)
-    if obj_cfg.generator_layers is not None:
-        cfg = dataclasses.replace(cfg, num_hidden_layers=obj_cfg.generator_layers)
-    return cfg
 
 
 def nce_logits(energy: torch.Tensor, log_q: torch.Tensor, num_replaced: torch.Tensor,
@@ -88,7 +78,7 @@ class _TwoTowerObjective(Objective):
         self.discriminator = Discriminator(model_cfg)
         # Tied embeddings (5.3.1) unless sharing = "none".
         shared = self.discriminator.electra.embeddings if obj_cfg.sharing == "embeddings" else None
-        self.generator = TwoTowerGenerator(two_tower_generator_config(model_cfg, obj_cfg), shared)
+        self.generator = TwoTowerGenerator(generator_config(model_cfg, obj_cfg), shared)
         init_weights(self, model_cfg.initializer_range)
 
     @staticmethod
@@ -102,7 +92,7 @@ class _TwoTowerObjective(Objective):
             * flops.layer_flops(model_cfg, seq_len),
             "discriminator.head": scale * flops.binary_head_flops(model_cfg, seq_len),
         }
-        out.update(two_tower_step_breakdown(two_tower_generator_config(model_cfg, obj_cfg),
+        out.update(two_tower_step_breakdown(generator_config(model_cfg, obj_cfg),
                                             batch_size, seq_len))
         return out
 
@@ -203,5 +193,4 @@ class ElectraTwoTowerObjective(_TwoTowerObjective):
 
 # PLL scoring (5.4.5) lives in electra.scoring (ElectricScorer: sum of -E(x)_t over the
 # sentence's tokens, [CLS]/[SEP] excluded as in MLM scoring).
-__all__ = ["ElectraTwoTowerObjective", "ElectricObjective", "nce_logits",
-           "two_tower_generator_config"]
+__all__ = ["ElectraTwoTowerObjective", "ElectricObjective", "nce_logits"]
