@@ -78,11 +78,13 @@ def _run_prepare(args) -> None:
 
 
 def _add_pretrain(sub) -> None:
-    p = sub.add_parser("pretrain", help="pre-train with replaced token detection",
-                       description="Pre-train a generator and a discriminator on prepared data. "
-                       "Writes OUT/config.json, OUT/metrics.jsonl, checkpoints under "
-                       "OUT/checkpoints and, at the end, OUT/final/{discriminator,generator} "
-                       "(Hugging Face format). Run under `torchrun` for several processes.")
+    p = sub.add_parser("pretrain", help="pre-train an encoder (ELECTRA by default)",
+                       description="Pre-train on prepared data with the chosen objective "
+                       "(ELECTRA's replaced token detection by default). Writes "
+                       "OUT/config.json, OUT/metrics.jsonl, checkpoints under OUT/checkpoints "
+                       "and, at the end, the objective's models under OUT/final/ (Hugging Face "
+                       "format; ELECTRA: discriminator and generator). Run under `torchrun` "
+                       "for several processes.")
     p.add_argument("--preset", default="tiny", help="tiny, small, base or large (Table 5.1)")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES,
                    help="pre-training objective (default: electra); other objective settings "
