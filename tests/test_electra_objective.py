@@ -7,42 +7,16 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_helpers import SPECIAL, VOCAB, make_batch, small_model  # noqa: E402
 
-from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
-from electra.objectives import SpecialIds, build_objective, metrics_from_counts
+from electra.config import ObjectiveConfig, PretrainConfig
+from electra.objectives import build_objective, metrics_from_counts
 from electra.objectives.masking import (
     corrupt_with_mask_token,
     gumbel_sample,
     max_predictions,
     select_positions,
 )
-
-SPECIAL = SpecialIds()
-VOCAB = 50
-
-
-def small_model(**kw) -> ModelConfig:
-    base = dict(vocab_size=VOCAB, embedding_size=24, hidden_size=32, num_hidden_layers=2,
-                num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return ModelConfig(**{**base, **kw})
-
-
-def make_batch(batch=4, seq=32, pad_from=None, seed=0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, VOCAB, (batch, seq), generator=g)
-    ids[:, 0] = SPECIAL.cls
-    ids[:, seq // 2] = SPECIAL.sep
-    ids[:, -1] = SPECIAL.sep
-    mask = torch.ones_like(ids)
-    types = torch.zeros_like(ids)
-    types[:, seq // 2 + 1:] = 1
-    if pad_from is not None:
-        ids[-1, pad_from:] = SPECIAL.pad
-        ids[-1, pad_from - 1] = SPECIAL.sep
-        mask[-1, pad_from:] = 0
-        types[-1, pad_from:] = 0
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
 
 
 def objective(gen_mult=0.5, **obj_kw):

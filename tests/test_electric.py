@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -9,39 +10,20 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_helpers import SPECIAL, small_model  # noqa: E402
+from objective_helpers import make_batch as _make_batch  # noqa: E402
 from safetensors.torch import load_file
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
 from electra.model.hf import load_pretrained
 from electra.model.two_tower import TwoTowerGenerator, load_two_tower
-from electra.objectives import SpecialIds, build_objective, objective_step_flops
+from electra.objectives import build_objective, objective_step_flops
 from electra.objectives import electric as electric_mod
 from electra.objectives.electric import nce_logits
 from electra.train.loop import pretrain
 
-SPECIAL = SpecialIds()
-VOCAB = 50
-
-
-def small_model(**kw) -> ModelConfig:
-    base = dict(vocab_size=VOCAB, embedding_size=24, hidden_size=32, num_hidden_layers=2,
-                num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return ModelConfig(**{**base, **kw})
-
-
-def make_batch(batch=3, seq=20, pad_from=None, seed=0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, VOCAB, (batch, seq), generator=g)
-    ids[:, 0] = SPECIAL.cls
-    ids[:, -1] = SPECIAL.sep
-    mask = torch.ones_like(ids)
-    if pad_from is not None:
-        ids[-1, pad_from:] = SPECIAL.pad
-        ids[-1, pad_from - 1] = SPECIAL.sep
-        mask[-1, pad_from:] = 0
-    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
+make_batch = functools.partial(_make_batch, batch=3, seq=20, sentence_pair=False)
 
 
 def objective(name: str, **obj_kw):

@@ -3,6 +3,7 @@ sharing, attention-based task-specific heads, loss weights, end-to-end pre-train
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -10,19 +11,18 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_helpers import SPECIAL, VOCAB  # noqa: E402
+from objective_helpers import make_batch as _make_batch  # noqa: E402
 from safetensors.torch import load_file
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator, attention_bias
 from electra.model.hf import load_pretrained
-from electra.objectives import SpecialIds, build_objective, objective_step_flops, resolved
+from electra.objectives import build_objective, objective_step_flops, resolved
 from electra.objectives import teams as teams_mod
 from electra.objectives.teams import mws_loss, sample_candidates
 from electra.train.loop import pretrain
-
-SPECIAL = SpecialIds()
-VOCAB = 50
 
 
 def model_cfg(**kw) -> ModelConfig:
@@ -38,13 +38,7 @@ def objective(model_kw=None, **obj_kw):
                            SPECIAL)
 
 
-def make_batch(batch=3, seq=20, seed=0) -> dict[str, torch.Tensor]:
-    ids = torch.randint(5, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
-    ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
-    mask = torch.ones_like(ids)
-    ids[-1, 15:], mask[-1, 15:] = SPECIAL.pad, 0
-    ids[-1, 14] = SPECIAL.sep
-    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
+make_batch = functools.partial(_make_batch, batch=3, seq=20, pad_from=15, sentence_pair=False)
 
 
 def test_published_settings_lambda1_5_lambda2_2_k5_section_4_1():
