@@ -93,7 +93,8 @@ def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
         key = primary_key(get_task(task_name))
         per_seed = [seed["scores"][key] for seed in results["seeds"]]
         scores[task_name] = {"metric": key, "median": statistics.median(per_seed),
-                             "per_seed": per_seed}
+                             "per_seed": per_seed,
+                             "train_seconds": sum(s["train_seconds"] for s in results["seeds"])}
     return scores
 
 
@@ -107,6 +108,7 @@ def one_model(name: str, objective: str, multiplier: float, budget: float, data:
     medians = [s["median"] for s in scores.values()]
     return {"objective": objective, "generator_multiplier": multiplier, "steps": steps,
             "train_flops": summary["flops"], "train_seconds": summary["train_seconds"],
+            "finetune_train_seconds": sum(s["train_seconds"] for s in scores.values()),
             "last_log": summary.get("last", {}), "scores": scores,
             "average": 100 * statistics.mean(medians)}
 
@@ -120,6 +122,15 @@ def table(rows: list[dict], first_col: str, label) -> str:
                  f"{r['average']:.1f}", str(r["steps"]), f"{r['train_flops']:.3g}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def time_line(rows: list[dict]) -> str:
+    """Training time recorded in the cached runs, so a resumed run still reports the total."""
+    unique = {r["objective"] + str(r["generator_multiplier"]): r for r in rows}.values()
+    pretrain = sum(r["train_seconds"] for r in unique) / 60
+    tune = sum(r["finetune_train_seconds"] for r in unique) / 60
+    return (f"Training loops recorded: pre-training {pretrain:.0f} min, fine-tuning {tune:.0f} min "
+            "(evaluation and data preparation not included).")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.seeds} seeds, equal budget {budget:.3g} training FLOPs:", "",
           table(ladder, "objective", lambda r: LABELS.get(r["objective"], r["objective"])),
           "", "Generator size sweep (ELECTRA, section 5.3.2):", "",
-          table(sweep, "generator size", lambda r: f"{r['generator_multiplier']:g}")]
+          table(sweep, "generator size", lambda r: f"{r['generator_multiplier']:g}"),
+          "", time_line(ladder + sweep)]
     markdown = "\n".join(md) + "\n"
     (args.work / "results.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.work / "results.md").write_text(markdown)
