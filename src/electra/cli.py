@@ -105,6 +105,8 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any config field, e.g. --set objective.disc_weight=50")
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
+                   "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_pretrain)
@@ -137,7 +139,8 @@ def _run_pretrain(args) -> None:
 
     cfg = build_pretrain_config(args)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
-                       show_progress=not args.quiet and _show_progress())
+                       show_progress=not args.quiet and _show_progress(),
+                       tensorboard=args.tensorboard)
     if summary.get("final"):
         print(json.dumps(summary, indent=2))
 
@@ -256,6 +259,10 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--doc-stride", type=int, help="SQuAD: tokens between windows (default 128)")
     p.add_argument("--max-query-len", type=int,
                    help="SQuAD: question tokens kept (default 64)")
+    p.add_argument("--log-every", type=int, default=10,
+                   help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
+                   "files under OUT/tensorboard/seed<k>/ (needs: pip install 'electra[plot]')")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -289,7 +296,7 @@ def _finetune_settings(args, train: bool):
     if train:
         for name in ("seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
                      "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay",
-                     "save_all_seeds"):
+                     "save_all_seeds", "log_every", "tensorboard"):
             setattr(s, name, getattr(args, name))
         s.length_sorted = not args.no_length_sort
     return s

@@ -6,6 +6,9 @@ OUT/results.json: task, metric names, per-seed dev scores, their median/mean/std
 each seed's dev predictions file (JSON lines, one per dev example in input order:
 {"index", "prediction", "label"}; SQuAD: the official {qid: answer} JSON, and for v2.0 the na_prob
 file under "dev_na_probs"). OUT/model: the best seed's fine-tuned model.
+OUT/seed<k>/metrics.jsonl: the training curve (window-mean loss, accuracy, lr every `log_every`
+steps) and the dev scores at the last step; with `tensorboard`, the same under
+OUT/tensorboard/seed<k>/.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tasks.squad_head import split_outputs
+from electra.train.metrics_log import MetricsLogger, require_tensorboard
 
 # Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
 SIZE_DEFAULTS = {"tiny": (3e-4, 0.8), "small": (3e-4, 0.8), "base": (1e-4, 0.8),
@@ -58,13 +62,15 @@ class FinetuneSettings:
     length_sorted: bool = True  # training batches of similar length (electra.finetune.data)
     device: str = "auto"
     save_all_seeds: bool = False
+    log_every: int = 10  # steps between lines of seed<k>/metrics.jsonl
+    tensorboard: bool = False  # also TensorBoard scalars under OUT/tensorboard/seed<k>/
 
     def validate(self) -> None:
         if self.lr_decay_style not in LR_DECAY_STYLES:
             raise ElectraError(f"--lr-decay-style must be one of {LR_DECAY_STYLES}")
         if self.size is not None and self.size not in SIZE_DEFAULTS:
             raise ElectraError(f"--size must be one of {', '.join(SIZE_DEFAULTS)}")
-        for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds"):
+        for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds", "log_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_seq_len is not None and self.max_seq_len > 512:
@@ -175,8 +181,9 @@ def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor],
 
 def _train(model: FinetuneModel, task: Task, features: list[dict], settings: FinetuneSettings,
            lr: float, decay: float, epochs: float, seed: int, device: torch.device,
-           pad_id: int, show_progress: bool) -> float:
-    """Train in place; returns the last running loss."""
+           pad_id: int, show_progress: bool, logger: MetricsLogger) -> tuple[float, int]:
+    """Train in place, logging the mean loss (and accuracy) of every `log_every` steps; returns
+    the last running loss and the number of steps."""
     gen = torch.Generator().manual_seed(seed)
     steps_per_epoch = math.ceil(len(features) / settings.batch_size)
     total = max(1, int(math.ceil(steps_per_epoch * epochs)))
@@ -185,6 +192,7 @@ def _train(model: FinetuneModel, task: Task, features: list[dict], settings: Fin
                                  settings.weight_decay, settings.adam_eps)
     model.train()
     step, running, correct, seen = 0, None, 0, 0
+    window = _LogWindow()
     lengths = feature_lengths(features)
     bar = tqdm(total=total, desc=f"{task.name} seed {seed}", disable=not show_progress,
                dynamic_ncols=True)
@@ -194,21 +202,52 @@ def _train(model: FinetuneModel, task: Task, features: list[dict], settings: Fin
                 break
             batch = {k: v.to(device) for k, v in
                      collate([features[i] for i in idx], pad_id).items()}
+            step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
             loss, logits = train_step(model, task, batch, opt, sched, settings.bf16)
             step += 1
             value = float(loss)
             running = value if running is None else 0.95 * running + 0.05 * value
+            hits = total_labels = 0
+            if task.head_kind != "span" and logits.shape[-1] > 1:  # classification or tagging
+                mask = batch["labels"] != -100
+                hits = int(((logits.argmax(-1) == batch["labels"]) & mask).sum())
+                total_labels = int(mask.sum())
+                correct, seen = correct + hits, seen + total_labels
+            window.add(value, hits, total_labels)
+            if step % settings.log_every == 0 or step == total:
+                logger.log({"step": step, "epoch": step / steps_per_epoch, **window.flush(),
+                            "lr": step_lr})
             if show_progress:
                 post = {"loss": f"{running:.4f}"}
-                if task.head_kind != "span" and logits.shape[-1] > 1:  # running accuracy
-                    mask = batch["labels"] != -100
-                    correct += int(((logits.argmax(-1) == batch["labels"]) & mask).sum())
-                    seen += int(mask.sum())
-                    post["acc"] = f"{correct / max(1, seen):.3f}"
+                if seen:
+                    post["acc"] = f"{correct / seen:.3f}"
                 bar.set_postfix(post)
                 bar.update(1)
     bar.close()
-    return float(running or 0.0)
+    return float(running or 0.0), step
+
+
+class _LogWindow:
+    """Mean loss and accuracy since the last log line (a smoother curve than single steps)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss, self.steps, self.hits, self.labels = 0.0, 0, 0, 0
+
+    def add(self, loss: float, hits: int, labels: int) -> None:
+        self.loss += loss
+        self.steps += 1
+        self.hits += hits
+        self.labels += labels
+
+    def flush(self) -> dict[str, float]:
+        record = {"loss": self.loss / max(1, self.steps)}
+        if self.labels:
+            record["train_acc"] = self.hits / self.labels
+        self.reset()
+        return record
 
 
 def _summary(values: list[float]) -> dict:
@@ -234,6 +273,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     settings = settings or FinetuneSettings()
     settings.validate()
+    if settings.tensorboard:
+        require_tensorboard()
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
@@ -270,11 +311,14 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
         model = FinetuneModel(encoder, task.head_kind, task.num_outputs, settings.dropout)
         model.to(device)
         start = time.perf_counter()
-        loss = _train(model, task, features, settings, lr, decay, epochs, seed, device, pad_id,
-                      show_progress)
-        seconds = time.perf_counter() - start
-        scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
-                                        out / f"seed{seed}")
+        with MetricsLogger(out / f"seed{seed}", tensorboard=settings.tensorboard,
+                           tensorboard_dir=out / "tensorboard" / f"seed{seed}") as logger:
+            loss, steps = _train(model, task, features, settings, lr, decay, epochs, seed,
+                                 device, pad_id, show_progress, logger)
+            seconds = time.perf_counter() - start
+            scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
+                                            out / f"seed{seed}")
+            logger.log_at(steps, {f"dev_{k}": v for k, v in scores.items()})
         entry = {"seed": seed, "scores": scores, "predictions": paths,
                  "final_train_loss": loss, "train_seconds": round(seconds, 2)}
         info = {"task": task.state(), "head_kind": task.head_kind,

@@ -38,10 +38,10 @@ from electra.train.distributed import (
     cleanup,
     init_distributed,
 )
+from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.optim import build_optimizer, build_scheduler
 
 RUN_CONFIG = "config.json"
-METRICS = "metrics.jsonl"
 
 
 def special_ids_for(data_dir: Path) -> SpecialIds:
@@ -73,31 +73,26 @@ def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, dat
         raise ElectraError(f"{out}: the model configuration differs from the run being resumed")
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """After a resume, drop log lines written after the checkpoint we resume from."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= step]
-    path.write_text("".join(line + "\n" for line in kept))
-
-
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
-             resume: bool = False, device: str = "auto", show_progress: bool = True
-             ) -> dict[str, Any]:
-    """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary."""
+             resume: bool = False, device: str = "auto", show_progress: bool = True,
+             tensorboard: bool = False) -> dict[str, Any]:
+    """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
+    `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/."""
     from electra.train.speed import configure_process_for_speed
 
+    if tensorboard:
+        require_tensorboard()
     configure_process_for_speed()
     info = init_distributed(device)
     try:
-        return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress)
+        return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
+                         tensorboard)
     finally:
         cleanup(info)
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-              show_progress: bool) -> dict[str, Any]:
+              show_progress: bool, tensorboard: bool = False) -> dict[str, Any]:
     data = PretrainingDataset(data_dir)
     cfg.model.vocab_size = data.vocab_size
     if data.seq_len > cfg.model.max_position_embeddings:
@@ -149,9 +144,7 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
                                           data.seq_len).values())
     batches = iterate_batches(data, micro_batch, tc.seed, start_batch=step * tc.grad_accum,
                               rank=info.rank, world_size=info.world_size)
-    metrics_path = out / METRICS
-    if info.is_main:
-        _truncate_metrics(metrics_path, step)
+    logger = MetricsLogger(out, resume_step=step, tensorboard=tensorboard, active=info.is_main)
     autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=tc.bf16)
     params = [p for p in objective.parameters() if p.requires_grad]
 
@@ -183,9 +176,8 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
                 raise ElectraError(f"loss became {record['loss']} at step {step}; lower the "
                                    "learning rate or check the data")
             record = {"step": step, **record, "lr": lr, "flops": step * step_flops}
+            logger.log(record)
             if info.is_main:
-                with metrics_path.open("a") as f:
-                    f.write(json.dumps(record) + "\n")
                 bar.set_postfix({k: f"{record[k]:.3f}" for k in
                                  ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
             last_record = record
@@ -193,6 +185,7 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
             _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info)
         bar.update(1)
     bar.close()
+    logger.close()
     elapsed = time.perf_counter() - start_time
 
     final = {}
