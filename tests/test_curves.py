@@ -1,5 +1,5 @@
 """Training curves: the metrics logger (metrics.jsonl + TensorBoard scalars), `pretrain` and
-`finetune --tensorboard`."""
+`finetune --tensorboard`, and `electra plot`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ from electra.train.metrics_log import METRICS, MetricsLogger
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",
     reason="tensorboard not installed (pip install 'electra[plot]')")
+pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install 'electra[plot]')")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
 
 def tb_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar TensorBoard would show for `log_dir`, as (step, value) lists."""
@@ -147,3 +151,78 @@ def test_finetune_logs_curves_and_dev_scores_per_seed(tiny_model, tmp_path):
         scalars = tb_scalars(out / "tensorboard" / f"seed{seed['seed']}")
         assert scalars["dev_accuracy"] == [(3, pytest.approx(seed["scores"]["accuracy"]))]
         assert [s for s, _ in scalars["loss"]] == [2, 3]
+
+
+# --- electra plot -------------------------------------------------------------------------
+
+
+def _synthetic_run(path: Path, scale: float, steps: int = 10, heldout_every: int = 5) -> Path:
+    path.mkdir(parents=True)
+    lines = []
+    for step in range(1, steps + 1):
+        lines.append({"step": step, "loss": scale / step, "gen_loss": 1.0, "disc_loss": 0.5,
+                      "gen_acc": 0.1, "disc_acc": 0.9, "lr": 1e-3, "flops": step * scale * 1e9})
+        if step % heldout_every == 0:  # held-out probes carry no flops: interpolated
+            lines.append({"step": step, "heldout_auc_unigram": 0.5 + step / 100})
+    (path / METRICS).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def test_plot_two_runs_writes_a_png(tmp_path, capsys):
+    from electra.plot import plot_runs
+
+    a = _synthetic_run(tmp_path / "electra", 1.0)
+    b = _synthetic_run(tmp_path / "mlm", 2.0)
+    fig = plot_runs([a, b])
+    metrics = ["loss", "disc_acc", "disc_loss", "gen_acc", "gen_loss", "heldout_auc_unigram"]
+    assert [ax.get_title() for ax in fig.axes] == [m for m in metrics for _ in range(2)]
+    assert [ax.get_xlabel() for ax in fig.axes[:2]] == ["step", "training FLOPs"]
+    assert all(len(ax.get_lines()) == 2 for ax in fig.axes)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["electra", "mlm"]
+    auc_vs_flops = fig.axes[-1].get_lines()[1]  # run b's AUC against FLOPs, interpolated
+    assert list(auc_vs_flops.get_xdata()) == [5 * 2e9, 10 * 2e9]
+    assert list(auc_vs_flops.get_ydata()) == [0.55, 0.6]
+
+    out = tmp_path / "curves.png"
+    assert main(["plot", str(a), str(b), "--out", str(out), "--x", "flops",
+                 "--metrics", "loss,heldout_auc_unigram"]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["runs"] == ["electra", "mlm"]
+    assert printed["panels"] == ["loss vs training FLOPs",
+                                 "heldout_auc_unigram vs training FLOPs"]
+
+
+def test_plot_finetune_out_has_a_curve_per_seed(tmp_path):
+    from electra.plot import plot_runs
+
+    for seed in (1, 2):
+        (tmp_path / "ft" / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / "ft" / f"seed{seed}" / METRICS).write_text(
+            json.dumps({"step": 2, "loss": 0.7, "train_acc": 0.5}) + "\n"
+            + json.dumps({"step": 2, "dev_accuracy": 0.6}) + "\n")
+    fig = plot_runs([tmp_path / "ft"])  # no flops: steps only, two columns of panels
+    assert [ax.get_title() for ax in fig.axes] == ["loss", "dev_accuracy", "train_acc"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seed1", "seed2"]
+
+
+@pytest.mark.parametrize("case", ["no_metrics_file", "unknown_metric", "no_flops", "bad_suffix"])
+def test_plot_errors_name_the_problem(case, tmp_path, capsys):
+    run = _synthetic_run(tmp_path / "run", 1.0)
+    args = {"no_metrics_file": ([str(tmp_path / "empty")], f"{tmp_path / 'empty' / METRICS}"),
+            "unknown_metric": ([str(run), "--metrics", "loss,heldout_auc_uniform"],
+                               "heldout_auc_uniform in no run"),
+            "bad_suffix": ([str(run), "--out", str(tmp_path / "x.nope")], "unknown image format")}
+    if case == "no_flops":
+        (tmp_path / "ft").mkdir()
+        (tmp_path / "ft" / METRICS).write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
+        args[case] = ([str(tmp_path / "ft"), "--x", "flops"], "no run logs 'flops'")
+    (tmp_path / "empty").mkdir()
+    argv, message = args[case]
+    if "--out" not in argv:
+        argv = [*argv, "--out", str(tmp_path / "x.png")]
+    assert main(["plot", *argv]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("electra plot: error:")
+    assert message in err[0]
+    assert not (tmp_path / "x.png").exists()

@@ -438,13 +438,35 @@ def _run_rerank(args) -> None:
                                   args.out, not args.quiet and _show_progress()), indent=2))
 
 
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="training curves of runs, against steps and FLOPs",
+                       description="Draw each metric of RUN/metrics.jsonl (pretrain OUT, or a "
+                       "finetune OUT's seed<k>/) in its own subplot, several runs overlaid, "
+                       "against steps and against training FLOPs. Needs matplotlib "
+                       "(pip install 'electra[plot]').")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories (or metrics.jsonl)")
+    p.add_argument("--out", required=True, help="image file: .png, .pdf or .svg")
+    p.add_argument("--x", choices=["step", "flops", "both"], default="both",
+                   help="x axis (default both: each metric against steps and, beside it, FLOPs)")
+    p.add_argument("--metrics", help="comma-separated keys (default: every loss, accuracy, "
+                   "AUC and dev score present)")
+    p.set_defaults(func=_run_plot)
+
+
+def _run_plot(args) -> None:
+    from electra.plot import plot
+
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    print(json.dumps(plot(args.runs, args.out, metrics, args.x)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
         "compute. Each subcommand has its own --help.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops,
-                _add_finetune, _add_score, _add_minimal_pairs, _add_rerank):
+                _add_finetune, _add_score, _add_minimal_pairs, _add_rerank, _add_plot):
         add(sub)
     return parser
 
