@@ -206,7 +206,8 @@ def test_plot_finetune_out_has_a_curve_per_seed(tmp_path):
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seed1", "seed2"]
 
 
-@pytest.mark.parametrize("case", ["no_metrics_file", "unknown_metric", "no_flops", "bad_suffix"])
+@pytest.mark.parametrize("case", ["no_metrics_file", "unknown_metric", "no_flops", "bad_suffix",
+                                  "bad_line"])
 def test_plot_errors_name_the_problem(case, tmp_path, capsys):
     run = _synthetic_run(tmp_path / "run", 1.0)
     args = {"no_metrics_file": ([str(tmp_path / "empty")], f"{tmp_path / 'empty' / METRICS}"),
@@ -217,6 +218,10 @@ def test_plot_errors_name_the_problem(case, tmp_path, capsys):
         (tmp_path / "ft").mkdir()
         (tmp_path / "ft" / METRICS).write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
         args[case] = ([str(tmp_path / "ft"), "--x", "flops"], "no run logs 'flops'")
+    if case == "bad_line":
+        with open(run / METRICS, "a") as f:
+            f.write("{not json\n")
+        args[case] = ([str(run)], f"{run / METRICS}:13: invalid JSON")
     (tmp_path / "empty").mkdir()
     argv, message = args[case]
     if "--out" not in argv:

@@ -10,13 +10,13 @@ records, since training FLOPs grow linearly with steps. Needs matplotlib (`pip i
 from __future__ import annotations
 
 import io
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from electra.data.corpus import iter_json_lines
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.train.metrics_log import METRICS, scalars
@@ -86,17 +86,10 @@ def read_run(path: str | Path) -> list[Path]:
 
 def _load(path: Path) -> list[dict]:
     records = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ElectraError(f"{path}:{number}: not JSON ({e.msg})") from None
-            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-                raise ElectraError(f"{path}:{number}: a record needs an integer 'step'")
-            records.append(record)
+    for number, record in iter_json_lines(path):
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ElectraError(f"{path}:{number}: a record needs an integer 'step'")
+        records.append(record)
     return records
 
 
