@@ -253,16 +253,16 @@ def test_generator_eighth_of_tiny_is_one_narrow_head():
 
 
 def test_electra_15_discriminator_loss_only_over_masked_positions(monkeypatch):
-    import electra.objectives.electra as electra_module
+    import electra.objectives.core as core_module
 
     captured = {}
-    real_select = electra_module.select_positions
+    real_select = core_module.select_positions
 
     def spy(*args, **kw):
         captured["masked"] = real_select(*args, **kw)
         return captured["masked"]
 
-    monkeypatch.setattr(electra_module, "select_positions", spy)
+    monkeypatch.setattr(core_module, "select_positions", spy)
     obj = objective(name="electra-15")
     batch = make_batch(batch=3, seq=32, pad_from=10)
     out = obj(batch)

@@ -48,9 +48,9 @@ def test_nce_logit_hand_computed_algorithm_2():
 
 def _fixed_samples(monkeypatch, value: int):
     """Make the noise sampler return token `value` at every masked position."""
-    def fake(logits, generator=None):
+    def fake(logits, temperature=1.0, disallow=None):
         return torch.full(logits.shape[:-1], value, dtype=torch.long)
-    monkeypatch.setattr(electric_mod, "gumbel_sample", fake)
+    monkeypatch.setattr(electric_mod, "sample_from_logits", fake)
 
 
 def test_electric_every_replaced_position_is_noise_even_if_sample_equals_original(monkeypatch):

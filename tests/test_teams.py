@@ -20,7 +20,7 @@ from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator, attention_bias
 from electra.model.hf import load_pretrained
 from electra.objectives import build_objective, objective_step_flops, resolved
-from electra.objectives import teams as teams_mod
+from electra.objectives import core as core_mod
 from electra.objectives.teams import mws_loss, sample_candidates
 from electra.train.loop import pretrain
 
@@ -118,9 +118,9 @@ def test_rtd_from_extra_layer_over_layer_l_minus_1_mws_from_layer_l_and_total_lo
     masked = torch.zeros_like(ids, dtype=torch.bool)
     masked[0, [2, 5]] = masked[1, 3] = masked[2, 9] = True
     ids[0, 5] = 7  # a masked position whose sample (7) equals the original: not replaced
-    monkeypatch.setattr(teams_mod, "select_positions", lambda *a, **k: masked)
-    monkeypatch.setattr(teams_mod, "gumbel_sample",
-                        lambda logits, generator=None: torch.full(logits.shape[:-1], 7))
+    monkeypatch.setattr(core_mod, "select_positions", lambda *a, **k: masked)
+    monkeypatch.setattr(core_mod, "sample_from_logits",
+                        lambda logits, *a, **k: torch.full(logits.shape[:-1], 7))
     obj = objective()
     out = obj(batch)
     noised = ids.masked_fill(masked, 7)

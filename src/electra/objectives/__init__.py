@@ -18,6 +18,7 @@ from electra.objectives.base import (
     ObjectiveContext,
     ObjectiveOutput,
     metrics_from_counts,
+    resolved,
 )
 from electra.objectives.masking import SpecialIds
 
@@ -46,13 +47,6 @@ def objective_class(name: str) -> type[Objective]:
             raise
         raise ElectraError(f"objective {name!r} is not implemented yet") from None
     return getattr(module, class_name)
-
-
-def resolved(obj_cfg: ObjectiveConfig) -> ObjectiveConfig:
-    """A copy with the objective's defaults filled in (see ObjectiveConfig.resolve_defaults)."""
-    cfg = dataclasses.replace(obj_cfg)
-    cfg.resolve_defaults()
-    return cfg
 
 
 def build_objective(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,

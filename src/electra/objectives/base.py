@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from electra.config import ObjectiveConfig
 from electra.objectives.masking import SpecialIds
 
 
@@ -33,8 +35,24 @@ class ObjectiveContext:
     token_counts: Callable[[], torch.Tensor] | None = None
 
 
+def resolved(obj_cfg: ObjectiveConfig) -> ObjectiveConfig:
+    """A copy with the objective's defaults filled in (see ObjectiveConfig.resolve_defaults)."""
+    cfg = dataclasses.replace(obj_cfg)
+    cfg.resolve_defaults()
+    return cfg
+
+
 class Objective(nn.Module):
-    """An objective owns every network it trains and knows how to export them."""
+    """An objective owns every network it trains and knows how to export them. Subclasses are
+    built as `cls(model_cfg, obj_cfg, context)` and call `super().__init__(obj_cfg, context)`.
+    """
+
+    def __init__(self, obj_cfg: ObjectiveConfig, context: ObjectiveContext | None = None):
+        super().__init__()
+        # Defaults filled here too, so an objective built directly (not by build_objective)
+        # runs with its published settings.
+        self.cfg = resolved(obj_cfg)
+        self.special = (context or ObjectiveContext()).special
 
     def on_step_start(self, step: int, total_steps: int) -> None:
         """Called by the loop before optimizer step `step` (0-based, steps already taken), also

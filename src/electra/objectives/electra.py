@@ -11,7 +11,6 @@ pretrain_helpers.py) and each is named in tests/test_electra_objective.py. Optio
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import torch
@@ -22,21 +21,17 @@ from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, init_weights
-from electra.objectives import resolved
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.core import corrupt, discriminate
 from electra.objectives.generators import (
-    attach_generator,
-    build_sampler,
     check_generator_options,
     exportable_main,
     generator_config,
+    generator_or_sampler,
     generator_step_flops,
     masked_log_probs,
-    mlm_hidden_and_logits,
     same_size,
-    sample_from_logits,
 )
-from electra.objectives.masking import corrupt_with_mask_token, select_positions
 
 
 def check_algorithm(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
@@ -59,31 +54,22 @@ def check_algorithm(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
 class ElectraObjective(Objective):
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
-        super().__init__()
-        context = context or ObjectiveContext()
-        self.cfg = obj_cfg = resolved(obj_cfg)  # defaults filled, also when built directly
-        self.special = context.special
-        # ELECTRA 15% (section 5.4.3): "the discriminator loss only comes from a random 15% of
-        # the tokens"; we use the masked positions, themselves a random 15%.
+        super().__init__(obj_cfg, context)
+        obj_cfg = self.cfg
         self.masked_only = obj_cfg.name == "electra-15"
         check_algorithm(model_cfg, obj_cfg)
         check_generator_options(model_cfg, obj_cfg)
         self.discriminator = Discriminator(model_cfg)
-        self.generator = None
-        self.sampler = None
+        # Two-stage: separate networks, so the frozen generator stays frozen while the
+        # discriminator (initialised from it, embeddings included) trains.
+        two_stage = obj_cfg.algorithm == "two-stage"
+        self.generator, self.sampler = generator_or_sampler(
+            self.discriminator, model_cfg, _with_sharing(obj_cfg, "none") if two_stage else obj_cfg,
+            context)
         self.baseline = None
-        if obj_cfg.generator == "mlm":
-            two_stage = obj_cfg.algorithm == "two-stage"
-            # Two-stage: separate networks, so the frozen generator stays frozen while the
-            # discriminator (initialised from it, embeddings included) trains.
-            cfg = obj_cfg if not two_stage else _with_sharing(obj_cfg, "none")
-            self.generator = attach_generator(self.discriminator, model_cfg, cfg)
-            if obj_cfg.algorithm == "adversarial":
-                # b(x_masked, t) = -log sigmoid(w^T h_q(x_masked)_t) (section 5.3.4).
-                self.baseline = nn.Linear(generator_config(model_cfg, obj_cfg).hidden_size, 1)
-        else:
-            self.sampler = build_sampler(obj_cfg.generator, model_cfg.vocab_size, self.special,
-                                         context)
+        if obj_cfg.algorithm == "adversarial":
+            # b(x_masked, t) = -log sigmoid(w^T h_q(x_masked)_t) (section 5.3.4).
+            self.baseline = nn.Linear(generator_config(model_cfg, obj_cfg).hidden_size, 1)
         init_weights(self, model_cfg.initializer_range)
         # Each stage leaves one network idle: DDP must not wait for its gradients.
         self.find_unused_parameters = obj_cfg.algorithm == "two-stage"
@@ -146,81 +132,38 @@ class ElectraObjective(Objective):
     # --- forward ----------------------------------------------------------------------------
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
-        input_ids = batch["input_ids"]
-        token_type_ids = batch["token_type_ids"]
-        attention_mask = batch["attention_mask"]
         cfg, phase = self.cfg, self.phase
-
-        masked = select_positions(input_ids, attention_mask, cfg.mask_prob, self.special)
-        flat_positions = masked.view(-1).nonzero().squeeze(1)
-        targets = input_ids.view(-1).index_select(0, flat_positions)
-        disallow = targets if cfg.disallow_correct else None
-
+        c = corrupt(batch, cfg, self.special, self.generator, self.sampler,
+                    frozen=phase == "discriminator", with_hidden=self.baseline is not None)
         losses: dict[str, torch.Tensor] = {}
-        counts: dict[str, torch.Tensor] = {"masked": torch.tensor(float(targets.numel()))}
+        counts = dict(c.counts)
         loss = None
-        gen_logits = hidden = None
-        if self.generator is not None:
-            gen_input = corrupt_with_mask_token(input_ids, masked, cfg.mask_token_prob,
-                                                self.special.mask)
-            frozen = phase == "discriminator"
-            with torch.no_grad() if frozen else contextlib.nullcontext():
-                if self.baseline is not None:
-                    hidden, gen_logits = mlm_hidden_and_logits(
-                        self.generator, gen_input, token_type_ids, attention_mask, flat_positions)
-                else:
-                    gen_logits = self.generator(gen_input, token_type_ids, attention_mask,
-                                                flat_positions)
-                gen_loss = F.cross_entropy(gen_logits.float(), targets)
-            losses["gen_loss"] = gen_loss.detach()
-            counts["gen_correct"] = (gen_logits.detach().argmax(-1) == targets).sum().float()
-            if not frozen and self.baseline is None:
-                loss = cfg.gen_weight * gen_loss
-            samples = sample_from_logits(gen_logits, cfg.temperature, disallow)
-        else:
-            samples = sample_from_logits(self.sampler.logits(targets.numel()), cfg.temperature,
-                                         disallow)
-
-        disc_input = input_ids.view(-1).index_copy(0, flat_positions, samples)
-        disc_input = disc_input.view_as(input_ids)
-        # A sample equal to the original token is labelled original, not replaced.
-        is_replaced = disc_input != input_ids
-        counts["replaced"] = is_replaced.sum().float()
+        if c.gen_loss is not None:
+            losses["gen_loss"] = c.gen_loss.detach()
+            if phase != "discriminator" and self.baseline is None:
+                loss = cfg.gen_weight * c.gen_loss
         details: dict[str, torch.Tensor] = {}
         if phase != "generator":
-            disc_loss, per_token, disc_counts, details = self._discriminate(
-                disc_input, token_type_ids, attention_mask, masked, is_replaced)
-            losses["disc_loss"] = disc_loss.detach()
-            counts.update(disc_counts)
-            disc_term = cfg.disc_weight * disc_loss
+            # ELECTRA 15% (section 5.4.3): "the discriminator loss only comes from a random
+            # 15% of the tokens"; we use the masked positions, themselves a random 15%.
+            scored = c.masked if self.masked_only else batch["attention_mask"].bool()
+            d = discriminate(self.discriminator(c.noised, batch["token_type_ids"],
+                                                batch["attention_mask"]),
+                             c.is_replaced, scored)
+            losses["disc_loss"] = d.loss.detach()
+            counts.update(d.counts)
+            details = d.details
+            disc_term = cfg.disc_weight * d.loss
             loss = disc_term if loss is None else loss + disc_term
             if self.baseline is not None:
                 adv_loss, baseline_loss = self._reinforce(
-                    gen_logits, hidden, samples, disallow,
-                    per_token.reshape(-1).index_select(0, flat_positions))
+                    c.gen_logits, c.gen_hidden, c.samples,
+                    c.targets if cfg.disallow_correct else None,
+                    d.per_token.reshape(-1).index_select(0, c.positions))
                 losses["adv_loss"] = adv_loss.detach()
                 losses["baseline_loss"] = baseline_loss.detach()
                 loss = loss + cfg.gen_weight * adv_loss + baseline_loss
         return ObjectiveOutput(loss=loss, losses=losses, counts=counts, details=details)
-
-    def _discriminate(self, disc_input, token_type_ids, attention_mask, masked, is_replaced):
-        disc_logits = self.discriminator(disc_input, token_type_ids, attention_mask).float()
-        scored = masked if self.masked_only else attention_mask.bool()
-        weights = scored.float()
-        per_token = F.binary_cross_entropy_with_logits(
-            disc_logits, is_replaced.float(), reduction="none")
-        disc_loss = (per_token * weights).sum() / weights.sum().clamp(min=1.0)
-        with torch.no_grad():
-            predicted = (disc_logits > 0) & scored
-            counts = {
-                "tokens": scored.sum().float(),
-                "disc_correct": ((predicted == is_replaced) & scored).sum().float(),
-                "disc_pred_pos": predicted.sum().float(),
-                "disc_true_pos": (predicted & is_replaced).sum().float(),
-            }
-        details = {"disc_logits": disc_logits.detach(), "is_replaced": is_replaced,
-                   "real": scored}
-        return disc_loss, per_token, counts, details
 
     def _reinforce(self, gen_logits, hidden, samples, disallow, disc_losses):
         """Section 5.3.4. The reward of a sampled token is the discriminator's loss there:

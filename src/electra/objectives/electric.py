@@ -17,7 +17,6 @@ position (it predicts all of them in one pass). They differ in the binary classi
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
@@ -25,8 +24,9 @@ from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, init_weights
 from electra.model.two_tower import TwoTowerGenerator, two_tower_step_breakdown
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.generators import generator_config  # each tower's size
-from electra.objectives.masking import SpecialIds, gumbel_sample, select_positions
+from electra.objectives.core import discriminate, replace_tokens
+from electra.objectives.generators import generator_config, sample_from_logits
+from electra.objectives.masking import SpecialIds, select_positions
 
 
 def nce_logits(energy: torch.Tensor, log_q: torch.Tensor, num_replaced: torch.Tensor,
@@ -71,13 +71,13 @@ class _TwoTowerObjective(Objective):
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
-        super().__init__()
+        super().__init__(obj_cfg, context)
+        obj_cfg = self.cfg
         _check_supported(obj_cfg, allow_disallow_correct=not self.nce)
-        self.cfg = obj_cfg
-        self.special = (context or ObjectiveContext()).special
         self.discriminator = Discriminator(model_cfg)
         # Tied embeddings (5.3.1) unless sharing = "none".
         shared = self.discriminator.electra.embeddings if obj_cfg.sharing == "embeddings" else None
+        # Each tower has the MLM generator's size (generator_multiplier, generator_layers).
         self.generator = TwoTowerGenerator(generator_config(model_cfg, obj_cfg), shared)
         init_weights(self, model_cfg.initializer_range)
 
@@ -85,13 +85,7 @@ class _TwoTowerObjective(Objective):
     def step_flops_breakdown(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
                              seq_len: int) -> dict[str, float]:
         """Discriminator as ELECTRA's; generator: two towers and a softmax at every position."""
-        scale = flops.TRAIN_PASSES * batch_size
-        out = {
-            "discriminator.embeddings": scale * flops.embedding_flops(model_cfg, seq_len),
-            "discriminator.layers": scale * model_cfg.num_hidden_layers
-            * flops.layer_flops(model_cfg, seq_len),
-            "discriminator.head": scale * flops.binary_head_flops(model_cfg, seq_len),
-        }
+        out = flops.discriminator_breakdown("discriminator", model_cfg, batch_size, seq_len)
         out.update(two_tower_step_breakdown(generator_config(model_cfg, obj_cfg),
                                             batch_size, seq_len))
         return out
@@ -127,13 +121,12 @@ class _TwoTowerObjective(Objective):
             log_q = log_p.detach() if self.cfg.temperature == 1.0 else (
                 gen_logits.detach() / self.cfg.temperature).log_softmax(-1)
             is_masked_row = masked.reshape(-1).index_select(0, row_positions)
-            sample_logits = log_q[is_masked_row]
-            if self.cfg.disallow_correct:
-                sample_logits = sample_logits.scatter(
-                    1, row_ids[is_masked_row][:, None], float("-inf"))
-            samples = gumbel_sample(sample_logits)
             masked_positions = masked.reshape(-1).nonzero().squeeze(1)
-            disc_input = flat_ids.index_copy(0, masked_positions, samples).view_as(input_ids)
+            originals = flat_ids.index_select(0, masked_positions)
+            # log q already holds the temperature.
+            samples = sample_from_logits(log_q[is_masked_row], 1.0,
+                                         originals if self.cfg.disallow_correct else None)
+            disc_input, sample_differs = replace_tokens(input_ids, masked_positions, samples)
 
         energy = self.discriminator(disc_input, token_type_ids, attention_mask).float()
         if self.nce:
@@ -148,34 +141,23 @@ class _TwoTowerObjective(Objective):
             labels = masked  # Algorithm 2: every replaced position is a negative sample
         else:
             disc_logits = energy
-            labels = disc_input != input_ids  # negative sampling: ELECTRA's labels
+            labels = sample_differs  # negative sampling: ELECTRA's labels
 
-        weights = attention_mask.float()
-        per_token = F.binary_cross_entropy_with_logits(disc_logits, labels.float(),
-                                                       reduction="none")
-        disc_loss = (per_token * weights).sum() / weights.sum().clamp(min=1.0)
-        loss = self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * disc_loss
+        d = discriminate(disc_logits, labels, real)
+        loss = self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * d.loss
 
-        with torch.no_grad():
-            originals = flat_ids.index_select(0, masked_positions)
-            masked_rows = gen_logits[is_masked_row]
-            predicted = (disc_logits > 0) & real
-            counts = {
-                "masked": torch.tensor(float(masked_positions.numel())),
-                "gen_correct": (masked_rows.argmax(-1) == originals).sum().float(),
-                "tokens": real.sum().float(),
-                "disc_correct": ((predicted == labels) & real).sum().float(),
-                "replaced": labels.sum().float(),
-                "disc_pred_pos": predicted.sum().float(),
-                "disc_true_pos": (predicted & labels).sum().float(),
-                "sample_differs": (samples != originals).sum().float(),
-            }
+        masked_rows = gen_logits.detach()[is_masked_row]
+        counts = {
+            "masked": torch.tensor(float(masked_positions.numel())),
+            "gen_correct": (masked_rows.argmax(-1) == originals).sum().float(),
+            **d.counts,
+            "sample_differs": sample_differs.sum().float(),
+        }
         return ObjectiveOutput(
             loss=loss,
-            losses={"gen_loss": gen_loss.detach(), "disc_loss": disc_loss.detach()},
+            losses={"gen_loss": gen_loss.detach(), "disc_loss": d.loss.detach()},
             counts=counts,
-            details={"disc_logits": disc_logits.detach(), "is_replaced": labels,
-                     "real": real, "energy": energy.detach()},
+            details={**d.details, "energy": energy.detach()},
         )
 
 

@@ -38,6 +38,13 @@ def generator_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> ModelC
     return cfg
 
 
+def mlm_generator_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig
+                         ) -> ModelConfig | None:
+    """The ELECTRA family's generator network (`Objective.generator_model_config`): the MLM
+    generator's config, None for a network-free sampler."""
+    return generator_config(model_cfg, obj_cfg) if obj_cfg.generator == "mlm" else None
+
+
 def same_size(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> bool:
     return generator_config(model_cfg, obj_cfg) == model_cfg
 
@@ -168,6 +175,17 @@ def attach_generator(main: Discriminator | Generator, model_cfg: ModelConfig,
     return generator
 
 
+def generator_or_sampler(main: Discriminator | Generator, model_cfg: ModelConfig,
+                         obj_cfg: ObjectiveConfig, context: ObjectiveContext | None
+                         ) -> tuple[Generator | None, TokenSampler | None]:
+    """Where the ELECTRA family's replacements come from: (an MLM generator attached to `main`
+    with `obj_cfg.sharing`, None) or (None, a network-free sampler)."""
+    if obj_cfg.generator == "mlm":
+        return attach_generator(main, model_cfg, obj_cfg), None
+    context = context or ObjectiveContext()
+    return None, build_sampler(obj_cfg.generator, model_cfg.vocab_size, context.special, context)
+
+
 def exportable_main(main: Discriminator | Generator) -> Discriminator | Generator:
     """`main` itself, or for GDES a plain copy whose embeddings hold E_D = E_G + E_delta, so
     that the exported directory is an ordinary Hugging Face ELECTRA model."""
@@ -208,9 +226,9 @@ def generator_step_flops(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch
     """FLOPs of the generator per step: an MLM generator's embeddings, layers (its own depth)
     and head on the masked positions; nothing for a network-free sampler (unigram/uniform);
     plus the adversarial baseline's sigmoid layer (section 5.3.4)."""
-    if obj_cfg.generator != "mlm":
+    gen = mlm_generator_config(model_cfg, obj_cfg)
+    if gen is None:
         return {}
-    gen = generator_config(model_cfg, obj_cfg)
     frac = flops.output_frac_for(obj_cfg.mask_prob)
     out = flops.mlm_model_breakdown("generator", gen, batch_size, seq_len, frac, passes)
     if obj_cfg.algorithm == "adversarial":

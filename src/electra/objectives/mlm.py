@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.model.encoder import Generator, init_weights
-from electra.objectives import resolved
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_positions
 
@@ -24,9 +23,7 @@ def mlm_counts(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.T
 class MlmObjective(Objective):
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
-        super().__init__()
-        self.cfg = obj_cfg = resolved(obj_cfg)  # defaults filled, also when built directly
-        self.special = (context or ObjectiveContext()).special
+        super().__init__(obj_cfg, context)
         # A full-size MLM: the encoder to fine-tune; its output matrix is the input embeddings.
         self.model = Generator(model_cfg)
         init_weights(self, model_cfg.initializer_range)

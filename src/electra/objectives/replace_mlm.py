@@ -20,16 +20,13 @@ from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Generator, init_weights
-from electra.objectives import resolved
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.core import corrupt
 from electra.objectives.generators import (
-    attach_generator,
-    build_sampler,
     check_generator_options,
+    generator_or_sampler,
     generator_step_flops,
-    sample_from_logits,
 )
-from electra.objectives.masking import corrupt_with_mask_token, select_positions
 from electra.objectives.mlm import mlm_counts
 
 
@@ -61,10 +58,8 @@ class ReplaceMlmObjective(Objective):
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
-        super().__init__()
-        context = context or ObjectiveContext()
-        self.cfg = obj_cfg = resolved(obj_cfg)  # defaults filled, also when built directly
-        self.special = context.special
+        super().__init__(obj_cfg, context)
+        obj_cfg = self.cfg
         if obj_cfg.algorithm != "joint":
             raise ElectraError(f"objective.algorithm={obj_cfg.algorithm!r} applies to electra; "
                                f"{obj_cfg.name} trains its generator jointly")
@@ -73,13 +68,8 @@ class ReplaceMlmObjective(Objective):
                                "(use embeddings, none or all)")
         check_generator_options(model_cfg, obj_cfg)
         self.model = Generator(model_cfg)  # the encoder to fine-tune
-        self.generator = None
-        self.sampler = None
-        if obj_cfg.generator == "mlm":
-            self.generator = attach_generator(self.model, model_cfg, obj_cfg)
-        else:
-            self.sampler = build_sampler(obj_cfg.generator, model_cfg.vocab_size, self.special,
-                                         context)
+        self.generator, self.sampler = generator_or_sampler(self.model, model_cfg, obj_cfg,
+                                                            context)
         # All-Tokens MLM's copy mechanism: "a sigmoid layer" on the final hidden state.
         self.copy_head = nn.Linear(model_cfg.hidden_size, 1) if self.predict_all_tokens else None
         init_weights(self, model_cfg.initializer_range)
@@ -108,43 +98,26 @@ class ReplaceMlmObjective(Objective):
         input_ids = batch["input_ids"]
         token_type_ids = batch["token_type_ids"]
         attention_mask = batch["attention_mask"]
-        cfg = self.cfg
-
-        masked = select_positions(input_ids, attention_mask, cfg.mask_prob, self.special)
-        positions = masked.view(-1).nonzero().squeeze(1)
-        targets = input_ids.view(-1).index_select(0, positions)
-        disallow = targets if cfg.disallow_correct else None
-        losses: dict[str, torch.Tensor] = {}
-        counts: dict[str, torch.Tensor] = {"masked": torch.tensor(float(targets.numel()))}
-        loss = None
-        if self.generator is not None:
-            gen_input = corrupt_with_mask_token(input_ids, masked, cfg.mask_token_prob,
-                                                self.special.mask)
-            gen_logits = self.generator(gen_input, token_type_ids, attention_mask, positions)
-            gen_loss = F.cross_entropy(gen_logits.float(), targets)
-            losses["gen_loss"] = gen_loss.detach()
-            counts["gen_correct"] = (gen_logits.detach().argmax(-1) == targets).sum().float()
-            loss = cfg.gen_weight * gen_loss
-            samples = sample_from_logits(gen_logits, cfg.temperature, disallow)
-        else:
-            samples = sample_from_logits(self.sampler.logits(targets.numel()), cfg.temperature,
-                                         disallow)
         # Every masked position holds a generator sample: no [MASK] in the main model's input.
-        noised = input_ids.view(-1).index_copy(0, positions, samples).view_as(input_ids)
-        counts["replaced"] = (noised != input_ids).sum().float()
-
+        c = corrupt(batch, self.cfg, self.special, self.generator, self.sampler)
+        losses: dict[str, torch.Tensor] = {}
+        counts = dict(c.counts)
+        loss = None
+        if c.gen_loss is not None:
+            losses["gen_loss"] = c.gen_loss.detach()
+            loss = self.cfg.gen_weight * c.gen_loss
         if self.predict_all_tokens:
-            mlm_loss, mlm_count = self._all_tokens_loss(noised, input_ids, token_type_ids,
+            mlm_loss, mlm_count = self._all_tokens_loss(c.noised, input_ids, token_type_ids,
                                                         attention_mask)
         else:
-            logits = self.model(noised, token_type_ids, attention_mask, positions)
-            mlm_loss = F.cross_entropy(logits.float(), targets)
-            mlm_count = mlm_counts(logits, targets)
+            logits = self.model(c.noised, token_type_ids, attention_mask, c.positions)
+            mlm_loss = F.cross_entropy(logits.float(), c.targets)
+            mlm_count = mlm_counts(logits, c.targets)
         losses["mlm_loss"] = mlm_loss.detach()
         counts.update(mlm_count)
         loss = mlm_loss if loss is None else loss + mlm_loss
         return ObjectiveOutput(loss=loss, losses=losses, counts=counts,
-                               details={"noised": noised, "masked": masked})
+                               details={"noised": c.noised, "masked": c.masked})
 
     def _all_tokens_loss(self, noised, input_ids, token_type_ids, attention_mask):
         real = attention_mask.reshape(-1).nonzero().squeeze(1)

@@ -44,7 +44,7 @@ from electra.model.encoder import (
     init_weights,
 )
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.masking import corrupt_with_mask_token, gumbel_sample, select_positions
+from electra.objectives.core import corrupt, discriminate
 
 
 def teams_layers(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> tuple[int, int]:
@@ -111,7 +111,8 @@ class MwsHead(nn.Module):
 class TeamsObjective(Objective):
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
-        super().__init__()
+        super().__init__(obj_cfg, context)
+        obj_cfg = self.cfg
         if obj_cfg.generator != "mlm" or obj_cfg.algorithm != "joint":
             raise ElectraError("objective 'teams' supports only objective.generator 'mlm' and "
                                "objective.algorithm 'joint'")
@@ -122,8 +123,6 @@ class TeamsObjective(Objective):
         if obj_cfg.teams_candidates >= model_cfg.vocab_size:
             raise ElectraError(f"objective.teams_candidates ({obj_cfg.teams_candidates}) must be "
                                f"smaller than the vocabulary ({model_cfg.vocab_size})")
-        self.cfg = obj_cfg
-        self.special = (context or ObjectiveContext()).special
         self.discriminator = Discriminator(model_cfg)
         # Attention-based task-specific head for RTD, fed by layer L-1 (section 3.2).
         self.rtd_layer = TransformerLayer(model_cfg)
@@ -181,63 +180,30 @@ class TeamsObjective(Objective):
         return x, self.rtd_layer(below_top, bias)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
-        input_ids = batch["input_ids"]
         token_type_ids = batch["token_type_ids"]
         attention_mask = batch["attention_mask"]
-        real = attention_mask.bool()
-
-        masked = select_positions(input_ids, attention_mask, self.cfg.mask_prob, self.special)
-        gen_input = corrupt_with_mask_token(input_ids, masked, self.cfg.mask_token_prob,
-                                            self.special.mask)
-        flat_positions = masked.view(-1).nonzero().squeeze(1)
-        targets = input_ids.view(-1).index_select(0, flat_positions)
-        gen_logits = self.generator(gen_input, token_type_ids, attention_mask, flat_positions)
-        gen_loss = (F.cross_entropy(gen_logits.float(), targets) if targets.numel()
-                    else gen_logits.sum() * 0.0)
-
+        c = corrupt(batch, self.cfg, self.special, self.generator)  # RTD labels as in ELECTRA
         with torch.no_grad():
-            sample_logits = gen_logits.detach().float() / self.cfg.temperature
-            if self.cfg.disallow_correct:
-                sample_logits = sample_logits.scatter(1, targets[:, None], float("-inf"))
-            samples = gumbel_sample(sample_logits)
-            candidates = sample_candidates(gen_logits.detach().float() / self.cfg.temperature,
-                                           targets, self.cfg.teams_candidates)
-        disc_input = input_ids.view(-1).index_copy(0, flat_positions, samples)
-        disc_input = disc_input.view_as(input_ids)
-        is_replaced = disc_input != input_ids  # RTD labels as in ELECTRA (Eq. 4)
+            candidates = sample_candidates(c.gen_logits.detach().float() / self.cfg.temperature,
+                                           c.targets, self.cfg.teams_candidates)
 
-        mws_states, rtd_states = self.discriminator_states(disc_input, token_type_ids,
+        mws_states, rtd_states = self.discriminator_states(c.noised, token_type_ids,
                                                            attention_mask)
-        disc_logits = self.discriminator.discriminator_predictions(rtd_states).float()
-        weights = attention_mask.float()
-        per_token = F.binary_cross_entropy_with_logits(disc_logits, is_replaced.float(),
-                                                       reduction="none")
-        rtd_loss = (per_token * weights).sum() / weights.sum().clamp(min=1.0)
-
+        d = discriminate(self.discriminator.discriminator_predictions(rtd_states),
+                         c.is_replaced, attention_mask.bool())
         mws_hidden = self.mws_head(
-            mws_states.reshape(-1, mws_states.shape[-1]).index_select(0, flat_positions))
+            mws_states.reshape(-1, mws_states.shape[-1]).index_select(0, c.positions))
         word_emb = self.discriminator.electra.embeddings.word_embeddings.weight
         mws, mws_logits = mws_loss(mws_hidden, candidates, word_emb)
 
-        loss = (self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * rtd_loss
+        loss = (self.cfg.gen_weight * c.gen_loss + self.cfg.disc_weight * d.loss
                 + self.cfg.mws_weight * mws)
-        with torch.no_grad():
-            predicted = (disc_logits > 0) & real
-            counts = {
-                "masked": torch.tensor(float(targets.numel())),
-                "gen_correct": (gen_logits.argmax(-1) == targets).sum().float(),
-                "tokens": real.sum().float(),
-                "disc_correct": ((predicted == is_replaced) & real).sum().float(),
-                "replaced": is_replaced.sum().float(),
-                "disc_pred_pos": predicted.sum().float(),
-                "disc_true_pos": (predicted & is_replaced).sum().float(),
-                "mws_correct": (mws_logits.argmax(-1) == 0).sum().float(),
-            }
+        counts = {**c.counts, **d.counts,
+                  "mws_correct": (mws_logits.detach().argmax(-1) == 0).sum().float()}
         return ObjectiveOutput(
             loss=loss,
-            losses={"gen_loss": gen_loss.detach(), "disc_loss": rtd_loss.detach(),
+            losses={"gen_loss": c.gen_loss.detach(), "disc_loss": d.loss.detach(),
                     "mws_loss": mws.detach()},
             counts=counts,
-            details={"disc_logits": disc_logits.detach(), "is_replaced": is_replaced,
-                     "real": real, "candidates": candidates, "mws_logits": mws_logits.detach()},
+            details={**d.details, "candidates": candidates, "mws_logits": mws_logits.detach()},
         )

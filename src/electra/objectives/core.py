@@ -1,0 +1,125 @@
+"""The corrupt -> discriminate path, written once (ELECTRA paper section 2; dissertation 5.1).
+
+- `corrupt`: ELECTRA's corruption with an MLM generator or a network-free sampler: choose
+  masked positions, run the generator on the [MASK]ed input, sample replacements and write them
+  in (electra, electra-15, two-stage, adversarial, replace-mlm, all-tokens-mlm, teams);
+- `replace_tokens`: samples in, labels out (also Electric's and ELECTRA-TT's noise);
+- `discriminate`: the per-token binary loss and its summable counts (electra, teams, electric,
+  electra-tt).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config import ObjectiveConfig
+from electra.objectives.generators import TokenSampler, mlm_hidden_and_logits, sample_from_logits
+from electra.objectives.masking import SpecialIds, corrupt_with_mask_token, select_positions
+
+
+def replace_tokens(input_ids: torch.Tensor, positions: torch.Tensor, samples: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(`input_ids` with `samples` at flat `positions`, where it now differs). A sample equal to
+    the original token counts as original, not replaced (ELECTRA paper section 2: "that token
+    is considered 'real' instead of 'fake'")."""
+    noised = input_ids.reshape(-1).index_copy(0, positions, samples).view_as(input_ids)
+    return noised, noised != input_ids
+
+
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy in fp32; 0 (still connected to the graph) when nothing is masked."""
+    return F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0.0
+
+
+@dataclass
+class Corruption:
+    """One batch corrupted by `corrupt`. Per-position tensors ([M]) follow the flat order of
+    `positions`."""
+
+    masked: torch.Tensor  # [B, S] chosen positions
+    positions: torch.Tensor  # [M] their flat indices into B*S
+    targets: torch.Tensor  # [M] the original tokens there
+    samples: torch.Tensor  # [M] their replacements
+    noised: torch.Tensor  # [B, S] the input with the samples written in
+    is_replaced: torch.Tensor  # [B, S] where a sample differs from the original
+    counts: dict[str, torch.Tensor]  # masked, replaced, and gen_correct with an MLM generator
+    gen_logits: torch.Tensor | None = None  # [M, V] the MLM generator's (None: a sampler)
+    gen_loss: torch.Tensor | None = None  # its mean cross-entropy at the masked positions
+    gen_hidden: torch.Tensor | None = None  # [M, H_gen] its encoder output, if asked for
+
+
+def corrupt(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, special: SpecialIds,
+            generator: nn.Module | None = None, sampler: TokenSampler | None = None,
+            frozen: bool = False, with_hidden: bool = False) -> Corruption:
+    """ELECTRA's corruption (official pretrain_helpers.mask, run_pretraining._get_fake_data):
+    `cfg.mask_prob` of the tokens are chosen; the MLM `generator` reads them as [MASK]
+    (`cfg.mask_token_prob`, the rest kept) and predicts them, or `sampler` stands in for it;
+    replacements are drawn from softmax(logits / temperature) in fp32 without gradient.
+
+    `frozen` runs the generator without gradient (two-stage's second stage); `with_hidden`
+    keeps its encoder output at the masked positions (the adversarial baseline, 5.3.4).
+    Random numbers are drawn in this order: positions, [MASK] choice, generator dropout,
+    samples."""
+    input_ids = batch["input_ids"]
+    attention_mask = batch["attention_mask"]
+    masked = select_positions(input_ids, attention_mask, cfg.mask_prob, special)
+    positions = masked.view(-1).nonzero().squeeze(1)
+    targets = input_ids.view(-1).index_select(0, positions)
+    counts = {"masked": torch.tensor(float(targets.numel()))}
+    gen_logits = gen_loss = hidden = None
+    if generator is not None:
+        gen_input = corrupt_with_mask_token(input_ids, masked, cfg.mask_token_prob, special.mask)
+        with torch.no_grad() if frozen else contextlib.nullcontext():
+            if with_hidden:
+                hidden, gen_logits = mlm_hidden_and_logits(
+                    generator, gen_input, batch["token_type_ids"], attention_mask, positions)
+            else:
+                gen_logits = generator(gen_input, batch["token_type_ids"], attention_mask,
+                                       positions)
+            gen_loss = mlm_loss(gen_logits, targets)
+        counts["gen_correct"] = (gen_logits.detach().argmax(-1) == targets).sum().float()
+        logits = gen_logits
+    else:
+        logits = sampler.logits(targets.numel())
+    samples = sample_from_logits(logits, cfg.temperature,
+                                 targets if cfg.disallow_correct else None)
+    noised, is_replaced = replace_tokens(input_ids, positions, samples)
+    counts["replaced"] = is_replaced.sum().float()
+    return Corruption(masked, positions, targets, samples, noised, is_replaced, counts,
+                      gen_logits, gen_loss, hidden)
+
+
+@dataclass
+class Discrimination:
+    loss: torch.Tensor  # mean binary cross-entropy over the scored tokens
+    per_token: torch.Tensor  # [B, S] the cross-entropy at every token (adversarial reward)
+    counts: dict[str, torch.Tensor]  # tokens, replaced, disc_correct/_pred_pos/_true_pos
+    details: dict[str, torch.Tensor]  # disc_logits, is_replaced (the labels), real (scored)
+
+
+def discriminate(logits: torch.Tensor, labels: torch.Tensor, scored: torch.Tensor
+                 ) -> Discrimination:
+    """The discriminator's loss: binary cross-entropy of "replaced" (`labels`) against
+    sigmoid(`logits`), in fp32, averaged over the `scored` tokens (ELECTRA: every non-padding
+    token, L_Disc of section 2; ELECTRA 15%: the masked ones, 5.4.3; Electric: NCE logits,
+    5.1.3)."""
+    logits = logits.float()
+    weights = scored.float()
+    per_token = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
+    loss = (per_token * weights).sum() / weights.sum().clamp(min=1.0)
+    with torch.no_grad():
+        predicted = (logits > 0) & scored
+        counts = {
+            "tokens": scored.sum().float(),
+            "replaced": labels.sum().float(),  # labels lie only at scored positions
+            "disc_correct": ((predicted == labels) & scored).sum().float(),
+            "disc_pred_pos": predicted.sum().float(),
+            "disc_true_pos": (predicted & labels).sum().float(),
+        }
+    details = {"disc_logits": logits.detach(), "is_replaced": labels, "real": scored}
+    return Discrimination(loss, per_token, counts, details)
