@@ -39,8 +39,7 @@ from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
 from electra.model.encoder import resolve_attention_impl
-from electra.objectives import build_objective
-from electra.objectives.base import metrics_from_counts
+from electra.objectives import build_objective, metrics_from_counts
 from electra.objectives.electra import ElectraObjective
 from electra.objectives.masking import SpecialIds
 from electra.train.speed import configure_process_for_speed

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra import flops as flops_lib
 from electra.cli import main
-from electra.config import ModelConfig
+from electra.config import ModelConfig, ObjectiveConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import load_pretrained
+from electra.objectives import objective_step_flops
 from electra.train import checkpoint
 
 STEPS, BATCH, ACCUM, SEED = 4, 8, 2, 3
@@ -127,8 +127,8 @@ def test_flops_count_the_global_batch(ddp_run, data_dir, tmp_path):
     out, _, config = ddp_run
     saved = json.loads((out / "config.json").read_text())["config"]
     model = ModelConfig(**saved["model"])
-    per_step = flops_lib.step_flops(model, "electra", batch_size=BATCH, seq_len=32,
-                                    generator=model.scaled(0.5))
+    per_step = sum(objective_step_flops(model, ObjectiveConfig(**saved["objective"]),
+                                        BATCH, 32).values())
     records = read_metrics(out)
     assert [r["flops"] for r in records] == [r["step"] * per_step for r in records]
     # The same command in one process logs the same FLOPs at the same steps.

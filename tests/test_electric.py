@@ -18,7 +18,7 @@ from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
 from electra.model.hf import load_pretrained
 from electra.model.two_tower import TwoTowerGenerator, load_two_tower
-from electra.objectives import build_objective, objective_step_flops
+from electra.objectives import build_objective, metrics_from_counts, objective_step_flops
 from electra.objectives import electric as electric_mod
 from electra.objectives.electric import nce_logits
 from electra.train.loop import pretrain
@@ -123,6 +123,26 @@ def test_electra_tt_samples_only_at_masked_positions_and_labels_differences():
     assert out.counts["replaced"].item() == out.counts["sample_differs"].item()
 
 
+@pytest.mark.parametrize("name", ["electric", "electra-tt"])
+def test_sample_differs_frac_is_logged_from_the_counts(name: str, monkeypatch):
+    """The share of noise samples that differ from the original token. Electric labels every
+    masked position noise, so its replaced_frac is 1 and this is the informative one."""
+    batch = make_batch(batch=4, seq=30)
+    batch["input_ids"][:, 1:-1:2] = 9  # half the candidate tokens are 9 ...
+    _fixed_samples(monkeypatch, 9)  # ... and every sample is 9
+    out = objective(name)(batch)
+    counts = {k: float(v) for k, v in out.counts.items()}
+    metrics = metrics_from_counts(counts)
+    assert metrics == metrics_from_counts(counts, name)
+    masked = out.counts["masked"].item()
+    assert metrics["sample_differs_frac"] == out.counts["sample_differs"].item() / masked
+    assert 0 < metrics["sample_differs_frac"] < 1
+    if name == "electric":
+        assert metrics["replaced_frac"] == 1.0
+    else:
+        assert metrics["replaced_frac"] == metrics["sample_differs_frac"]
+
+
 def test_electra_tt_disallow_correct_always_replaces():
     obj = objective("electra-tt", disallow_correct=True)
     out = obj(make_batch(batch=4, seq=30))
@@ -182,6 +202,7 @@ def test_pretrains_end_to_end_and_exports(name: str, data_dir: Path, tmp_path: P
                (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(math.isfinite(r["loss"]) for r in records)
+    assert all(0.0 <= r["sample_differs_frac"] <= 1.0 and "disc_acc" in r for r in records)
     disc_dir = Path(summary["final"]["discriminator"])
     gen_dir = Path(summary["final"]["generator"])
     disc = load_pretrained(disc_dir)  # HF ElectraForPreTraining: the energy head

@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from electra.config import ModelConfig, get_preset
+from electra import flops
+from electra.config import ModelConfig, ObjectiveConfig, get_preset
 from electra.errors import ElectraError
 from electra.flops import (
     OFFICIAL_OUTPUT_FRAC,
-    count_flops,
     encoder_params,
     layer_flops,
-    main_flops,
-    step_flops,
+    mlm_head_flops,
 )
+from electra.objectives import main_flops, objective_step_flops
 
 
 def _rel(value: float, reference: float) -> float:
@@ -29,38 +29,31 @@ def _models(preset: str) -> tuple[ModelConfig, ModelConfig]:
 
 
 def test_electra_small_train_flops():
-    disc, gen = _models("small")
-    report = count_flops(disc, "electra", steps=1_000_000, batch_size=128, seq_len=128,
-                         generator=gen)
-    assert _rel(report.train_flops, 1.294e18) < 0.01
+    report = main_flops("small", "electra", 1_000_000, 128, 128)
+    assert _rel(report["train_flops"], 1.294e18) < 0.01
 
 
 def test_bert_small_train_flops():
-    model, _ = _models("small")
-    report = count_flops(model, "mlm", steps=1_450_000, batch_size=128, seq_len=128)
-    assert _rel(report.train_flops, 1.419e18) < 0.01
+    report = main_flops("small", "mlm", 1_450_000, 128, 128)
+    assert _rel(report["train_flops"], 1.419e18) < 0.01
 
 
 def test_bert_base_train_flops():
-    model, _ = _models("base")
-    report = count_flops(model, "mlm", steps=1_000_000, batch_size=256, seq_len=512)
-    assert _rel(report.train_flops, 6.43e19) < 0.01
+    report = main_flops("base", "mlm", 1_000_000, 256, 512)
+    assert _rel(report["train_flops"], 6.43e19) < 0.01
 
 
 def test_electra_small_infer_flops():
-    disc, gen = _models("small")
-    report = count_flops(disc, "electra", seq_len=128, generator=gen)
-    assert _rel(report.infer_flops, 3.68e9) < 0.01
-    assert _rel(report.infer_flops_with_head, 3.68e9) < 0.001  # the official convention
-    assert report.infer_flops < report.infer_flops_with_head
+    report = main_flops("small", "electra", None, None, 128)
+    assert _rel(report["infer_flops"], 3.68e9) < 0.01
+    assert _rel(report["infer_flops_with_head"], 3.68e9) < 0.001  # the official convention
+    assert report["infer_flops"] < report["infer_flops_with_head"]
 
 
 def test_electra_base_matches_bert_base_compute():
     """Table 5.3: ELECTRA-Base at 766K steps costs about what BERT-Base does at 1M."""
-    disc, gen = _models("base")
-    electra = count_flops(disc, "electra", steps=766_000, batch_size=256, seq_len=512,
-                          generator=gen).train_flops
-    bert = count_flops(disc, "mlm", steps=1_000_000, batch_size=256, seq_len=512).train_flops
+    electra = main_flops("base", "electra", 766_000, 256, 512)["train_flops"]
+    bert = main_flops("base", "mlm", 1_000_000, 256, 512)["train_flops"]
     assert _rel(electra, 6.4e19) < 0.02
     assert _rel(electra, bert) < 0.01
 
@@ -88,20 +81,19 @@ def test_layer_flops_by_hand():
 
 
 def test_linear_in_steps_and_batch():
-    disc, gen = _models("small")
-    base = count_flops(disc, "electra", steps=10, batch_size=4, generator=gen)
-    more_steps = count_flops(disc, "electra", steps=30, batch_size=4, generator=gen)
-    more_batch = count_flops(disc, "electra", steps=10, batch_size=12, generator=gen)
-    assert more_steps.train_flops == pytest.approx(3 * base.train_flops, rel=1e-12)
-    assert more_batch.train_flops == pytest.approx(3 * base.train_flops, rel=1e-12)
-    assert base.train_flops == pytest.approx(10 * base.train_flops_per_step, rel=1e-12)
-    assert step_flops(disc, "electra", 4, 128, gen) == base.train_flops_per_step
-    assert count_flops(disc, "electra", steps=0, generator=gen).train_flops == 0
+    base = main_flops("small", "electra", 10, 4, None)
+    more_steps = main_flops("small", "electra", 30, 4, None)
+    more_batch = main_flops("small", "electra", 10, 12, None)
+    assert more_steps["train_flops"] == pytest.approx(3 * base["train_flops"], rel=1e-12)
+    assert more_batch["train_flops"] == pytest.approx(3 * base["train_flops"], rel=1e-12)
+    assert base["train_flops"] == pytest.approx(10 * base["train_flops_per_step"], rel=1e-12)
+    assert sum(_objective_flops("electra", batch_size=4).values()) == \
+        base["train_flops_per_step"]
+    assert main_flops("small", "electra", 0, None, None)["train_flops"] == 0
 
 
 def test_generator_costs_less_than_discriminator():
-    disc, gen = _models("small")
-    parts = count_flops(disc, "electra", generator=gen).breakdown
+    parts = main_flops("small", "electra", None, None, None)["breakdown"]
     gen_total = sum(v for k, v in parts.items() if k.startswith("generator."))
     disc_total = sum(v for k, v in parts.items() if k.startswith("discriminator."))
     assert 0 < gen_total < disc_total
@@ -109,11 +101,14 @@ def test_generator_costs_less_than_discriminator():
 
 def test_mlm_head_scales_with_output_frac():
     model, _ = _models("small")
-    none = count_flops(model, "mlm", output_frac=0.0).breakdown["model.mlm_head"]
-    full = count_flops(model, "mlm", output_frac=1.0).breakdown["model.mlm_head"]
-    official = count_flops(model, "mlm").breakdown["model.mlm_head"]
+    none = mlm_head_flops(model, 128, 0.0)
+    full = mlm_head_flops(model, 128, 1.0)
     assert none == 0
-    assert official == pytest.approx(OFFICIAL_OUTPUT_FRAC * full)
+    assert mlm_head_flops(model, 128, OFFICIAL_OUTPUT_FRAC) == pytest.approx(
+        OFFICIAL_OUTPUT_FRAC * full)
+    # BERT at 15% masking computes its output at the official 20/128 of the positions
+    assert _objective_flops("mlm")["model.mlm_head"] == pytest.approx(
+        flops.TRAIN_PASSES * 128 * OFFICIAL_OUTPUT_FRAC * full)
 
 
 def test_main_flops_defaults_from_preset():
@@ -130,13 +125,10 @@ def test_main_flops_defaults_from_preset():
 
 
 def test_errors():
-    disc, gen = _models("small")
-    with pytest.raises(ElectraError, match="generator"):
-        count_flops(disc, "electra")
-    with pytest.raises(ElectraError, match="objective"):
-        count_flops(disc, "teams", generator=gen)
     with pytest.raises(ElectraError, match="max_position_embeddings"):
-        count_flops(disc, "mlm", seq_len=1024)
+        main_flops("small", "mlm", None, None, 1024)
+    with pytest.raises(ElectraError, match="steps >= 0"):
+        main_flops("small", "electra", -1, None, None)
     with pytest.raises(ElectraError, match="preset"):
         main_flops("huge", "electra", None, None, None)
     with pytest.raises(ElectraError, match="objective"):
@@ -146,15 +138,13 @@ def test_errors():
 # --- per-objective accounting (objective classes' step_flops_breakdown) ----------------------
 
 
-def _objective_flops(name: str, preset: str = "small", **kw) -> dict[str, float]:
-    from electra.config import ObjectiveConfig
-    from electra.objectives import objective_step_flops
-
+def _objective_flops(name: str, preset: str = "small", batch_size: int = 128,
+                     **kw) -> dict[str, float]:
     p = get_preset(preset)
     cfg = ObjectiveConfig(name=name, mask_prob=p.mask_prob,
                           generator_multiplier=kw.pop("generator_multiplier",
                                                       p.generator_multiplier), **kw)
-    return objective_step_flops(p.model, cfg, 128, 128)
+    return objective_step_flops(p.model, cfg, batch_size, 128)
 
 
 def test_output_frac_is_official_at_15_percent():
@@ -164,11 +154,15 @@ def test_output_frac_is_official_at_15_percent():
     assert output_frac_for(0.25) == pytest.approx(OFFICIAL_OUTPUT_FRAC * 25 / 15)
 
 
-def test_objective_classes_match_reference_counts():
+def test_electra_and_mlm_are_their_networks_counts():
+    """ELECTRA: an RTD discriminator plus an MLM generator with its own embedding lookups and
+    E->H projection (as the official accounting); BERT: one MLM."""
     disc, gen = _models("small")
-    assert _objective_flops("electra") == count_flops(disc, "electra", batch_size=128,
-                                                      generator=gen).breakdown
-    assert _objective_flops("mlm") == count_flops(disc, "mlm", batch_size=128).breakdown
+    assert _objective_flops("electra") == {
+        **flops.discriminator_breakdown("discriminator", disc, 128, 128),
+        **flops.mlm_model_breakdown("generator", gen, 128, 128, OFFICIAL_OUTPUT_FRAC)}
+    assert _objective_flops("mlm") == flops.mlm_model_breakdown(
+        "model", disc, 128, 128, OFFICIAL_OUTPUT_FRAC, head="mlm_head")
 
 
 def test_network_free_generators_cost_nothing():
@@ -193,8 +187,8 @@ def test_replace_mlm_head_on_masked_positions_all_tokens_everywhere_plus_copy_he
     all_tokens = _objective_flops("all-tokens-mlm")
     mlm = _objective_flops("mlm")
     assert replace["model.mlm_head"] == mlm["model.mlm_head"]
-    assert all_tokens["model.mlm_head"] == count_flops(
-        model, "mlm", batch_size=128, output_frac=1.0).breakdown["model.mlm_head"]
+    assert all_tokens["model.mlm_head"] == flops.TRAIN_PASSES * 128 * mlm_head_flops(
+        model, 128, 1.0)
     assert all_tokens["model.copy_head"] == 2 * 128 * 128 * (2 * 256 + 9)
     electra = _objective_flops("electra")
     for part in ("generator.embeddings", "generator.layers", "generator.head"):
@@ -228,3 +222,38 @@ def test_flops_command_per_objective_and_generator_options(capsys):
     assert "generator_multiplier=1.0" in capsys.readouterr().err
     assert main(["flops", "--set", "train.steps=3"]) == 1
     assert "objective.KEY=VALUE" in capsys.readouterr().err
+
+
+def test_generator_params_follow_each_objectives_generator():
+    """`generator_params` is the generator network each objective declares: ELECTRA's MLM
+    generator, TEAMS' half-depth full-width one (shared layers included), the two towers of
+    Electric and ELECTRA-TT; none for BERT or a network-free sampler."""
+    from electra.objectives.teams import teams_generator_config
+
+    model, gen = _models("small")
+    out = {name: main_flops("small", name, None, None, None)["generator_params"]
+           for name in ("electra", "electra-15", "replace-mlm", "mlm", "teams", "electric",
+                        "electra-tt")}
+    assert out["electra"] == out["electra-15"] == out["replace-mlm"] == encoder_params(gen)
+    assert out["mlm"] == 0
+    assert main_flops("small", "electra", None, None, None,
+                      overrides={"generator": "unigram"})["generator_params"] == 0
+    teams = teams_generator_config(model, ObjectiveConfig(name="teams"))
+    assert (teams.hidden_size, teams.num_hidden_layers) == (256, 6)
+    assert out["teams"] == encoder_params(teams)
+    towers = dataclasses.replace(gen, num_hidden_layers=2 * gen.num_hidden_layers)
+    assert out["electric"] == out["electra-tt"] == encoder_params(towers)
+
+
+def test_flops_rules_import_no_objective_and_config_no_torch():
+    """flops.py holds the rules; the objectives compose them (no import circle). The config
+    and its objective names load without torch, so `electra --help` stays fast."""
+    import subprocess
+    import sys
+
+    code = ("import sys, electra.flops, electra.config; "
+            "print(sorted(m for m in sys.modules "
+            "if m.startswith('electra.objectives') or m == 'torch'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

@@ -19,7 +19,12 @@ from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator, attention_bias
 from electra.model.hf import load_pretrained
-from electra.objectives import build_objective, objective_step_flops, resolved
+from electra.objectives import (
+    build_objective,
+    metrics_from_counts,
+    objective_step_flops,
+    resolved,
+)
 from electra.objectives import core as core_mod
 from electra.objectives.teams import mws_loss, sample_candidates
 from electra.train.loop import pretrain
@@ -158,6 +163,18 @@ def test_one_candidate_set_of_k_plus_1_per_masked_position_by_default():
     assert out.details["mws_logits"].shape == (14, 6)
 
 
+def test_mws_accuracy_is_logged_from_the_counts():
+    """mws_acc: the share of masked positions where the original token scores highest among
+    its K + 1 candidates; with the generator and discriminator metrics of ELECTRA."""
+    out = objective()(make_batch(batch=4, seq=30))
+    counts = {k: float(v) for k, v in out.counts.items()}
+    metrics = metrics_from_counts(counts)
+    assert metrics == metrics_from_counts(counts, "teams")
+    top = (out.details["mws_logits"].argmax(-1) == 0).float().mean().item()
+    assert metrics["mws_acc"] == pytest.approx(top)
+    assert {"gen_acc", "replaced_frac", "disc_acc", "disc_precision", "disc_recall"} < set(metrics)
+
+
 @pytest.mark.parametrize("model_kw,obj_kw,field", [
     ({}, {"teams_shared_layers": 3}, "objective.teams_shared_layers"),
     ({"num_hidden_layers": 1}, {}, "num_hidden_layers"),
@@ -197,6 +214,7 @@ def test_pretrains_end_to_end_and_exports(data_dir: Path, tmp_path: Path):
                (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(math.isfinite(r["loss"]) for r in records)
+    assert all(0.0 <= r["mws_acc"] <= 1.0 and "disc_acc" in r for r in records)
     disc = load_pretrained(summary["final"]["discriminator"])
     gen = load_pretrained(summary["final"]["generator"])
     assert isinstance(disc, Discriminator) and isinstance(gen, Generator)

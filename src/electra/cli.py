@@ -167,7 +167,7 @@ def _add_flops(sub) -> None:
 
 
 def _run_flops(args) -> None:
-    from electra.flops import main_flops
+    from electra.objectives import main_flops
 
     overrides: dict = {}
     for item in args.set:

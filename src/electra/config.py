@@ -117,32 +117,34 @@ def get_preset(name: str) -> Preset:
     return dataclasses.replace(PRESETS[name], model=dataclasses.replace(PRESETS[name].model))
 
 
-OBJECTIVE_NAMES = ("electra", "electra-15", "mlm", "replace-mlm", "all-tokens-mlm",
-                   "electric", "electra-tt", "teams")
+# The objective registry: name -> "module:Class" in electra.objectives, imported only when used.
+# The class declares the rest (config defaults, metrics, generator, scorer, FLOPs; see
+# electra.objectives.base), so a new objective is one module and one line here.
+OBJECTIVES: dict[str, str] = {
+    "electra": "electra:ElectraObjective",
+    "electra-15": "electra:ElectraObjective",
+    "mlm": "mlm:MlmObjective",
+    "replace-mlm": "replace_mlm:ReplaceMlmObjective",
+    "all-tokens-mlm": "replace_mlm:AllTokensMlmObjective",
+    "electric": "electric:ElectricObjective",
+    "electra-tt": "electric:ElectraTwoTowerObjective",
+    "teams": "teams:TeamsObjective",
+}
+OBJECTIVE_NAMES = tuple(OBJECTIVES)
 GENERATOR_KINDS = ("mlm", "unigram", "uniform")
 SHARING_MODES = ("embeddings", "none", "all", "gdes")
 ALGORITHMS = ("joint", "two-stage", "adversarial")
 
-# Values a field left at None takes, per objective: the published setting of each.
-# mask_token_prob / random_token_prob: of the masked positions, the share that becomes [MASK]
-# and the share that becomes a random token (the rest keep the original). ELECTRA uses 85% /
-# 0% (official pretrain_helpers.mask); BERT 80% / 10%. disc_weight: ELECTRA's 50 (section 5.2.1);
-# TEAMS' lambda_1 = 5 (TEAMS paper, section 4.1).
-_OBJECTIVE_DEFAULTS: dict[str, dict[str, float]] = {
-    "mlm": {"mask_token_prob": 0.8, "random_token_prob": 0.1, "disc_weight": 50.0},
-    "teams": {"mask_token_prob": 0.85, "random_token_prob": 0.0, "disc_weight": 5.0},
-}
-_FAMILY_DEFAULTS = {"mask_token_prob": 0.85, "random_token_prob": 0.0, "disc_weight": 50.0}
-
-
 @dataclass
 class ObjectiveConfig:
     """The pre-training objective and its generator. Fields left at None take the objective's
-    published default when the config is validated (see `_OBJECTIVE_DEFAULTS`), so the
+    published default when the config is validated (its class's `config_defaults`), so the
     `config.json` written next to a run always holds the values actually used."""
 
     name: str = "electra"
     mask_prob: float = 0.15
+    # Of the masked positions, the share that becomes [MASK] and the share that becomes a random
+    # token (the rest keep the original): ELECTRA 85% / 0%, BERT 80% / 10%.
     mask_token_prob: float | None = None
     random_token_prob: float | None = None
     # Generator (section 5.3.2): an MLM of `generator_multiplier` times the discriminator's
@@ -159,7 +161,7 @@ class ObjectiveConfig:
     algorithm: str = "joint"
     two_stage_generator_steps: int | None = None  # None: half of train.steps
     gen_weight: float = 1.0
-    disc_weight: float | None = None
+    disc_weight: float | None = None  # ELECTRA's 50 (section 5.2.1); TEAMS' lambda_1 = 5
     # TEAMS (TEAMS paper, section 3 and 4.1): K non-original candidates, the multi-word
     # selection loss weight lambda_2, and how many bottom layers the generator shares with the
     # discriminator (None: half of them).
@@ -169,13 +171,14 @@ class ObjectiveConfig:
 
     def resolve_defaults(self) -> None:
         """Fill fields left at None with this objective's defaults (in place)."""
-        defaults = _OBJECTIVE_DEFAULTS.get(self.name, _FAMILY_DEFAULTS)
-        for key, value in defaults.items():
+        from electra.objectives import objective_class  # lazy: the objectives import this
+
+        for key, value in objective_class(self.name).config_defaults.items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
 
     def validate(self) -> None:
-        for name, allowed in (("name", OBJECTIVE_NAMES), ("generator", GENERATOR_KINDS),
+        for name, allowed in (("name", tuple(OBJECTIVES)), ("generator", GENERATOR_KINDS),
                               ("sharing", SHARING_MODES), ("algorithm", ALGORITHMS)):
             if getattr(self, name) not in allowed:
                 raise ElectraError(f"unknown objective.{name} {getattr(self, name)!r}; choose "

@@ -16,13 +16,15 @@ and the official google-research/electra `flops_computation.py` do:
 Two deliberate differences from the official script, both far below 0.1% of the total: the
 attention-output LayerNorm is charged 5 FLOPs per element (the script charges 5 per token), and
 the token-type embedding lookup uses `type_vocab_size` rows (the script hard-codes 2).
+
+This module holds the rules only. Each objective composes them in its `step_flops_breakdown`
+(`electra.objectives.objective_step_flops`, which the training loop logs), and
+`electra.objectives.main_flops` is the `electra flops` command.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from electra.config import ModelConfig, get_preset
+from electra.config import ModelConfig
 from electra.errors import ElectraError
 
 LAYER_NORM_FLOPS = 5  # mean (sum), variance (square, sum), scale, shift
@@ -31,27 +33,6 @@ SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
 DROPOUT_FLOPS = 4  # random number, compare, mask multiply, 1/(1-p) rescale
 TRAIN_PASSES = 2  # forward + backward, with backward costed as forward
 OFFICIAL_OUTPUT_FRAC = 20 / 128  # max_predictions_per_seq / seq_len in the official code
-
-OBJECTIVES = ("electra", "mlm")
-
-
-@dataclass
-class FlopReport:
-    """FLOPs and size of one pre-training run.
-
-    `infer_flops` is the encoder alone; `infer_flops_with_head` adds a per-token binary
-    classifier, the official script's `get_infer_flops` convention (Table 5.3's 3.7e9 for Small
-    is 3.68e9 with it, 3.66e9 without). `breakdown` holds training FLOPs per optimizer step by
-    component (e.g. "discriminator.layers"), so one can see where the compute goes.
-    """
-
-    train_flops: float
-    infer_flops: float
-    params: int
-    train_flops_per_step: float
-    generator_params: int = 0
-    infer_flops_with_head: float = 0.0
-    breakdown: dict[str, float] = field(default_factory=dict)
 
 
 def embedding_flops(model: ModelConfig, seq_len: int) -> float:
@@ -132,12 +113,8 @@ def encoder_params(model: ModelConfig) -> int:
     return embeddings + model.num_hidden_layers * layer
 
 
-def _check(model: ModelConfig, objective: str, steps: int, batch_size: int, seq_len: int,
-           output_frac: float) -> None:
-    if objective not in OBJECTIVES:
-        raise ElectraError(
-            f"unknown objective {objective!r} for FLOP counting; choose one of: "
-            f"{', '.join(OBJECTIVES)}")
+def check_counting(model: ModelConfig, steps: int, batch_size: int, seq_len: int) -> None:
+    """The arguments of a count that would make no sense, as ElectraError."""
     if steps < 0 or batch_size < 1 or seq_len < 1:
         raise ElectraError(
             f"FLOP counting needs steps >= 0, batch size >= 1 and seq len >= 1; got "
@@ -146,8 +123,6 @@ def _check(model: ModelConfig, objective: str, steps: int, batch_size: int, seq_
         raise ElectraError(
             f"seq len {seq_len} exceeds model.max_position_embeddings "
             f"({model.max_position_embeddings})")
-    if not 0.0 <= output_frac <= 1.0:
-        raise ElectraError(f"output_frac must be in [0, 1], got {output_frac}")
 
 
 def output_frac_for(mask_prob: float) -> float:
@@ -187,115 +162,4 @@ def discriminator_breakdown(prefix: str, model: ModelConfig, batch_size: int, se
         f"{prefix}.embeddings": scale * embedding_flops(model, seq_len),
         f"{prefix}.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
         f"{prefix}.head": scale * binary_head_flops(model, seq_len),
-    }
-
-
-def step_breakdown(model: ModelConfig, objective: str = "electra", batch_size: int = 1,
-                   seq_len: int = 128, generator: ModelConfig | None = None,
-                   output_frac: float = OFFICIAL_OUTPUT_FRAC) -> dict[str, float]:
-    """Training FLOPs (forward + backward) of one optimizer step, by component.
-
-    For "electra" the generator has its own embedding lookups and, when its hidden size differs
-    from the shared embedding size, its own E->H projection, as in the official accounting.
-    """
-    _check(model, objective, 1, batch_size, seq_len, output_frac)
-    if objective == "mlm":
-        return mlm_model_breakdown("model", model, batch_size, seq_len, output_frac,
-                                   head="mlm_head")
-    if generator is None:
-        raise ElectraError("the electra objective needs a generator config to count FLOPs")
-    if generator.embedding_size != model.embedding_size:
-        raise ElectraError(
-            f"generator embedding size {generator.embedding_size} differs from the "
-            f"discriminator's {model.embedding_size}; ELECTRA ties the embeddings")
-    return {**discriminator_breakdown("discriminator", model, batch_size, seq_len),
-            **mlm_model_breakdown("generator", generator, batch_size, seq_len, output_frac)}
-
-
-def step_flops(model: ModelConfig, objective: str = "electra", batch_size: int = 1,
-               seq_len: int = 128, generator: ModelConfig | None = None,
-               output_frac: float = OFFICIAL_OUTPUT_FRAC) -> float:
-    """Training FLOPs of one optimizer step; the loop multiplies by steps taken to log the
-    cumulative count. `batch_size` is the examples per optimizer step (all devices, all
-    accumulation micro-batches), and `seq_len` the padded length the model actually runs."""
-    return sum(step_breakdown(model, objective, batch_size, seq_len, generator,
-                              output_frac).values())
-
-
-def count_flops(model: ModelConfig, objective: str = "electra", steps: int = 1,
-                batch_size: int = 1, seq_len: int = 128, generator: ModelConfig | None = None,
-                output_frac: float = OFFICIAL_OUTPUT_FRAC) -> FlopReport:
-    """Training and inference FLOPs and the encoder's size, as in Table 5.3.
-
-    `infer_flops` is one forward pass of the encoder (embeddings and layers, no head) on a single
-    example of length `seq_len`; `params` is `encoder_params(model)`.
-    """
-    _check(model, objective, steps, batch_size, seq_len, output_frac)
-    breakdown = step_breakdown(model, objective, batch_size, seq_len, generator, output_frac)
-    per_step = sum(breakdown.values())
-    return FlopReport(
-        train_flops=per_step * steps,
-        infer_flops=encoder_flops(model, seq_len),
-        params=encoder_params(model),
-        train_flops_per_step=per_step,
-        generator_params=encoder_params(generator) if objective == "electra" and generator else 0,
-        infer_flops_with_head=encoder_flops(model, seq_len) + binary_head_flops(model, seq_len),
-        breakdown=breakdown,
-    )
-
-
-def main_flops(preset: str, objective: str, steps: int | None, batch_size: int | None,
-               seq_len: int | None, vocab_size: int = 30522,
-               overrides: dict | None = None) -> dict:
-    """The `electra flops` command: a preset's compute budget as a JSON-able dict.
-
-    Missing values come from the preset (Table 5.1): BERT's step count for "mlm" and ELECTRA's
-    otherwise, its batch size and sequence length, mask rate and generator multiplier.
-    `overrides` are objective config fields (e.g. {"generator": "unigram"}); the count is the
-    objective class's own `step_flops_breakdown`, the same the training loop logs.
-    """
-    import dataclasses
-
-    from electra.config import OBJECTIVE_NAMES, ObjectiveConfig, merge
-    from electra.objectives import objective_step_flops, resolved
-    from electra.objectives.generators import generator_config
-
-    p = get_preset(preset)
-    if vocab_size < 1:
-        raise ElectraError(f"vocab size must be positive, got {vocab_size}")
-    if objective not in OBJECTIVE_NAMES:
-        raise ElectraError(
-            f"unknown objective {objective!r}; choose one of: {', '.join(OBJECTIVE_NAMES)}")
-    model = dataclasses.replace(p.model, vocab_size=vocab_size)
-    obj_cfg = ObjectiveConfig(name=objective, mask_prob=p.mask_prob,
-                              generator_multiplier=p.generator_multiplier)
-    merge(obj_cfg, dict(overrides or {}), where="objective")
-    obj_cfg.validate()
-    if steps is None:
-        steps = p.bert_steps if objective == "mlm" else p.electra_steps
-    batch_size = p.batch_size if batch_size is None else batch_size
-    seq_len = p.seq_len if seq_len is None else seq_len
-    _check(model, "mlm", steps, batch_size, seq_len, 0.0)
-    breakdown = objective_step_flops(model, obj_cfg, batch_size, seq_len)
-    per_step = sum(breakdown.values())
-    has_generator = (objective in ("electra", "electra-15", "replace-mlm", "all-tokens-mlm")
-                     and obj_cfg.generator == "mlm")
-    return {
-        "preset": preset,
-        "objective": objective,
-        "steps": steps,
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "vocab_size": vocab_size,
-        "train_flops": per_step * steps,
-        "infer_flops": encoder_flops(model, seq_len),
-        "infer_flops_with_head": encoder_flops(model, seq_len) + binary_head_flops(model,
-                                                                                    seq_len),
-        "params": encoder_params(model),
-        "generator_params": (encoder_params(generator_config(model, obj_cfg))
-                             if has_generator else 0),
-        "train_flops_per_step": per_step,
-        "output_frac": output_frac_for(obj_cfg.mask_prob),
-        "objective_config": dataclasses.asdict(resolved(obj_cfg)),
-        "breakdown": breakdown,
     }

@@ -1,16 +1,39 @@
-"""The one interface the training loop sees: `out = objective(batch)`; `out.loss.backward()`."""
+"""The one interface the training loop sees: `out = objective(batch)`; `out.loss.backward()`.
+
+An objective is one class that says everything the rest of the toolkit needs to know about it,
+so adding one is one module plus a line in `electra.config.OBJECTIVES`:
+
+- `forward(batch) -> ObjectiveOutput`, `exportable()`, optionally `on_step_start`;
+- `config_defaults`: values for `ObjectiveConfig` fields left at None (its published settings);
+- `metrics`: ratios of its summed counts that are logged (`metrics_from_counts`);
+- `generator_model_config`: the generator network it trains, if any (`electra flops` reports
+  its size);
+- `discriminator_scorer`: the PLL scorer that reads its exported discriminator, if any
+  (`electra score` picks it from the export's metadata);
+- `step_flops_breakdown`: what one step computes, by the rules of section 5.2.2.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from electra.config import ObjectiveConfig
+from electra import flops
+from electra.config import ModelConfig, ObjectiveConfig
 from electra.objectives.masking import SpecialIds
+
+# (numerator count, denominator count) of a logged ratio.
+Ratio = tuple[str, str]
+
+# ELECTRA's published settings: of the masked positions 85% [MASK], 15% kept, no random tokens
+# (official pretrain_helpers.mask); discriminator loss weight 50 (section 5.2.1).
+ELECTRA_DEFAULTS: dict[str, Any] = {"mask_token_prob": 0.85, "random_token_prob": 0.0,
+                                    "disc_weight": 50.0}
 
 
 @dataclass
@@ -47,6 +70,13 @@ class Objective(nn.Module):
     built as `cls(model_cfg, obj_cfg, context)` and call `super().__init__(obj_cfg, context)`.
     """
 
+    # ObjectiveConfig fields left at None take these (ELECTRA's unless a subclass differs).
+    config_defaults: ClassVar[dict[str, Any]] = ELECTRA_DEFAULTS
+    # Logged ratios: metric name -> (numerator, denominator) among `ObjectiveOutput.counts`.
+    metrics: ClassVar[dict[str, Ratio]] = {}
+    # electra.scoring's scorer for the exported discriminator; None: it gives no PLL.
+    discriminator_scorer: ClassVar[str | None] = None
+
     def __init__(self, obj_cfg: ObjectiveConfig, context: ObjectiveContext | None = None):
         super().__init__()
         # Defaults filled here too, so an objective built directly (not by build_objective)
@@ -59,8 +89,21 @@ class Objective(nn.Module):
         right after a resume, so algorithms with phases (two-stage training) can switch."""
 
     @staticmethod
-    def step_flops_breakdown(model_cfg, obj_cfg, batch_size: int, seq_len: int
-                             ) -> dict[str, float]:  # pragma: no cover
+    def generator_model_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig
+                               ) -> ModelConfig | None:
+        """The generator network this objective trains; None when it has none (an MLM alone,
+        or a network-free sampler)."""
+        return None
+
+    @classmethod
+    def generator_params(cls, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> int:
+        """The generator's encoder parameters (`flops.encoder_params`), 0 without one."""
+        gen = cls.generator_model_config(model_cfg, obj_cfg)
+        return flops.encoder_params(gen) if gen is not None else 0
+
+    @staticmethod
+    def step_flops_breakdown(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
+                             seq_len: int) -> dict[str, float]:  # pragma: no cover
         """Training FLOPs (forward + backward) of one optimizer step, by component."""
         raise NotImplementedError
 
@@ -76,19 +119,7 @@ def safe_ratio(num: float, den: float) -> float:
     return float(num) / float(den) if den else 0.0
 
 
-def metrics_from_counts(counts: dict[str, float]) -> dict[str, float]:
-    """Ratios from summed counts. Keys present depend on the objective."""
-    c = counts
-    out: dict[str, float] = {}
-    if "masked" in c and "gen_correct" in c:
-        out["gen_acc"] = safe_ratio(c["gen_correct"], c["masked"])
-    if "masked" in c and "replaced" in c:
-        out["replaced_frac"] = safe_ratio(c["replaced"], c["masked"])
-    if "mlm_predicted" in c:  # the MLM being pre-trained (mlm, replace-mlm, all-tokens-mlm)
-        out["mlm_acc"] = safe_ratio(c["mlm_correct"], c["mlm_predicted"])
-    if "tokens" in c:
-        out["disc_acc"] = safe_ratio(c["disc_correct"], c["tokens"])
-        out["replaced_token_frac"] = safe_ratio(c["replaced"], c["tokens"])
-        out["disc_precision"] = safe_ratio(c["disc_true_pos"], c["disc_pred_pos"])
-        out["disc_recall"] = safe_ratio(c["disc_true_pos"], c["replaced"])
-    return out
+def ratios(counts: dict[str, float], metrics: dict[str, Ratio]) -> dict[str, float]:
+    """Each metric whose two counts are present, in `metrics`' order."""
+    return {name: safe_ratio(counts[num], counts[den]) for name, (num, den) in metrics.items()
+            if num in counts and den in counts}

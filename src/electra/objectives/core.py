@@ -6,6 +6,9 @@
 - `replace_tokens`: samples in, labels out (also Electric's and ELECTRA-TT's noise);
 - `discriminate`: the per-token binary loss and its summable counts (electra, teams, electric,
   electra-tt).
+
+The counts they produce are what `GENERATOR_METRICS` and `DISCRIMINATOR_METRICS` turn into
+logged ratios.
 """
 
 from __future__ import annotations
@@ -18,8 +21,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ObjectiveConfig
+from electra.objectives.base import Ratio
 from electra.objectives.generators import TokenSampler, mlm_hidden_and_logits, sample_from_logits
 from electra.objectives.masking import SpecialIds, corrupt_with_mask_token, select_positions
+
+GENERATOR_METRICS: dict[str, Ratio] = {
+    "gen_acc": ("gen_correct", "masked"),  # the generator's argmax is the original token
+    "replaced_frac": ("replaced", "masked"),  # masked positions whose sample differs
+}
+DISCRIMINATOR_METRICS: dict[str, Ratio] = {
+    "disc_acc": ("disc_correct", "tokens"),
+    "replaced_token_frac": ("replaced", "tokens"),  # the label base rate
+    "disc_precision": ("disc_true_pos", "disc_pred_pos"),
+    "disc_recall": ("disc_true_pos", "replaced"),
+}
 
 
 def replace_tokens(input_ids: torch.Tensor, positions: torch.Tensor, samples: torch.Tensor

@@ -22,7 +22,12 @@ from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, init_weights
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.core import corrupt, discriminate
+from electra.objectives.core import (
+    DISCRIMINATOR_METRICS,
+    GENERATOR_METRICS,
+    corrupt,
+    discriminate,
+)
 from electra.objectives.generators import (
     check_generator_options,
     exportable_main,
@@ -30,6 +35,7 @@ from electra.objectives.generators import (
     generator_or_sampler,
     generator_step_flops,
     masked_log_probs,
+    mlm_generator_config,
     same_size,
 )
 
@@ -52,6 +58,9 @@ def check_algorithm(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
 
 
 class ElectraObjective(Objective):
+    metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS}
+    generator_model_config = staticmethod(mlm_generator_config)
+
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
         super().__init__(obj_cfg, context)

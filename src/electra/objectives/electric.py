@@ -16,6 +16,8 @@ position (it predicts all of them in one pass). They differ in the binary classi
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from electra import flops
@@ -24,7 +26,12 @@ from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, init_weights
 from electra.model.two_tower import TwoTowerGenerator, two_tower_step_breakdown
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.core import discriminate, replace_tokens
+from electra.objectives.core import (
+    DISCRIMINATOR_METRICS,
+    GENERATOR_METRICS,
+    discriminate,
+    replace_tokens,
+)
 from electra.objectives.generators import generator_config, sample_from_logits
 from electra.objectives.masking import SpecialIds, select_positions
 
@@ -68,6 +75,11 @@ class _TwoTowerObjective(Objective):
     """What Electric and ELECTRA-TT share: networks, masking, the generator pass, FLOPs."""
 
     nce = False
+    # sample_differs_frac: masked positions whose noise sample differs from the original (for
+    # Electric every one of them is labelled noise, so replaced_frac is 1).
+    metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS,
+               "sample_differs_frac": ("sample_differs", "masked")}
+    generator_model_config = staticmethod(generator_config)
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
@@ -89,6 +101,13 @@ class _TwoTowerObjective(Objective):
         out.update(two_tower_step_breakdown(generator_config(model_cfg, obj_cfg),
                                             batch_size, seq_len))
         return out
+
+    @classmethod
+    def generator_params(cls, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> int:
+        """Both towers (2 x L layers) over one embedding module."""
+        tower = generator_config(model_cfg, obj_cfg)
+        return flops.encoder_params(
+            dataclasses.replace(tower, num_hidden_layers=2 * tower.num_hidden_layers))
 
     def exportable(self):
         # The generator exports itself (TwoTowerGenerator.save_pretrained -> load_two_tower).
@@ -165,12 +184,14 @@ class ElectricObjective(_TwoTowerObjective):
     """Electric: an energy-based cloze model trained with NCE (dissertation 5.1.2-5.1.5)."""
 
     nce = True
+    discriminator_scorer = "electric"  # PLL = -sum_t E(x)_t in one pass (5.4.5)
 
 
 class ElectraTwoTowerObjective(_TwoTowerObjective):
     """ELECTRA-TT: ELECTRA's negative sampling with the two-tower noise model (5.4.4, 5.4.5)."""
 
     nce = False
+    discriminator_scorer = "electra-tt"  # p = k q(x_t) D / (n (1 - D)) with the generator
 
 
 # PLL scoring (5.4.5) lives in electra.scoring (ElectricScorer: sum of -E(x)_t over the

@@ -21,13 +21,14 @@ from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Generator, init_weights
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.core import corrupt
+from electra.objectives.core import GENERATOR_METRICS, corrupt
 from electra.objectives.generators import (
     check_generator_options,
     generator_or_sampler,
     generator_step_flops,
+    mlm_generator_config,
 )
-from electra.objectives.mlm import mlm_counts
+from electra.objectives.mlm import MLM_METRICS, mlm_counts
 
 
 def copy_mixture_log_likelihood(logits: torch.Tensor, copy_logit: torch.Tensor,
@@ -54,6 +55,8 @@ def copy_mixture_predictions(logits: torch.Tensor, copy_logit: torch.Tensor,
 
 
 class ReplaceMlmObjective(Objective):
+    metrics = {**GENERATOR_METRICS, **MLM_METRICS}
+    generator_model_config = staticmethod(mlm_generator_config)
     predict_all_tokens = False
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,

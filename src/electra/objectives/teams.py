@@ -43,8 +43,13 @@ from electra.model.encoder import (
     attention_bias,
     init_weights,
 )
-from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.core import corrupt, discriminate
+from electra.objectives.base import ELECTRA_DEFAULTS, Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.core import (
+    DISCRIMINATOR_METRICS,
+    GENERATOR_METRICS,
+    corrupt,
+    discriminate,
+)
 
 
 def teams_layers(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> tuple[int, int]:
@@ -109,6 +114,10 @@ class MwsHead(nn.Module):
 
 
 class TeamsObjective(Objective):
+    config_defaults = {**ELECTRA_DEFAULTS, "disc_weight": 5.0}  # lambda_1 = 5 (section 4.1)
+    # mws_acc: the original token scores highest among its K + 1 candidates.
+    metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS, "mws_acc": ("mws_correct", "masked")}
+
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
         super().__init__(obj_cfg, context)
@@ -178,6 +187,10 @@ class TeamsObjective(Objective):
                 below_top = x
             x = layer(x, bias)
         return x, self.rtd_layer(below_top, bias)
+
+    @staticmethod
+    def generator_model_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> ModelConfig:
+        return teams_generator_config(model_cfg, obj_cfg)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
         token_type_ids = batch["token_type_ids"]

@@ -1,9 +1,10 @@
 """Pick and build a PLL scorer from model directories and their metadata.
 
 An exported model's config.json names its architecture and, in `electra_toolkit`, the
-objective that trained it: a masked LM (ELECTRA/BERT generator) -> n-pass MLM scoring; an
-Electric discriminator -> one pass; an ELECTRA-TT discriminator -> one pass plus its two-tower
-generator; a two-tower generator alone -> one pass of q.
+objective that trained it: a masked LM (ELECTRA/BERT generator) -> n-pass MLM scoring; a
+two-tower generator alone -> one pass of q; a discriminator -> the scorer its objective
+class declares (`discriminator_scorer`: Electric one pass, ELECTRA-TT one pass plus its
+two-tower generator).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import encoder_from_hf, load_pretrained, read_config_json, read_model_dir
+from electra.objectives import REGISTRY, objective_class
 from electra.scoring.pll import (
     SCORER_NAMES,
     ElectraTTScorer,
@@ -36,6 +38,13 @@ def objective_of(raw: dict) -> str | None:
     return meta.get("objective") if isinstance(meta, dict) else None
 
 
+def discriminator_scorer(objective: str | None) -> str | None:
+    """The scorer for a discriminator trained with `objective`, as its class declares."""
+    if not isinstance(objective, str) or objective not in REGISTRY:
+        return None
+    return objective_class(objective).discriminator_scorer
+
+
 def detect_scorer(model_dir: str | Path) -> str:
     """The scorer a model directory calls for, from its config.json."""
     raw = read_config_json(model_dir)
@@ -46,8 +55,9 @@ def detect_scorer(model_dir: str | Path) -> str:
         return "two-tower"
     if arch == "ElectraForPreTraining":
         objective = objective_of(raw)
-        if objective in ("electric", "electra-tt"):
-            return objective
+        scorer = discriminator_scorer(objective)
+        if scorer is not None:
+            return scorer
         raise ElectraError(
             f"{model_dir}: a discriminator trained with objective {objective!r} gives no "
             "pseudo-log-likelihoods; score with its generator (a masked LM, e.g. "
