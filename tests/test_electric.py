@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from objective_helpers import SPECIAL, small_model  # noqa: E402
 from objective_helpers import make_batch as _make_batch  # noqa: E402
 from safetensors.torch import load_file
+from test_train import read_metrics  # noqa: E402
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
@@ -198,8 +199,7 @@ def run_pretrain(name: str, data_dir: Path, out: Path) -> dict:
 @pytest.mark.parametrize("name", ["electric", "electra-tt"])
 def test_pretrains_end_to_end_and_exports(name: str, data_dir: Path, tmp_path: Path):
     summary = run_pretrain(name, data_dir, tmp_path / "run")
-    records = [json.loads(line) for line in
-               (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(tmp_path / "run")
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(math.isfinite(r["loss"]) for r in records)
     assert all(0.0 <= r["sample_differs_frac"] <= 1.0 and "disc_acc" in r for r in records)

@@ -4,7 +4,6 @@ sharing, attention-based task-specific heads, loss weights, end-to-end pre-train
 from __future__ import annotations
 
 import functools
-import json
 import math
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import torch.nn.functional as F
 from objective_helpers import SPECIAL, VOCAB  # noqa: E402
 from objective_helpers import make_batch as _make_batch  # noqa: E402
 from safetensors.torch import load_file
+from test_train import read_metrics  # noqa: E402
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
@@ -210,8 +210,7 @@ def test_pretrains_end_to_end_and_exports(data_dir: Path, tmp_path: Path):
     cfg = PretrainConfig.from_preset("tiny")
     merge(cfg, TINY_RUN)
     summary = pretrain(cfg, data_dir, tmp_path / "run", device="cpu", show_progress=False)
-    records = [json.loads(line) for line in
-               (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(tmp_path / "run")
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(math.isfinite(r["loss"]) for r in records)
     assert all(0.0 <= r["mws_acc"] <= 1.0 and "disc_acc" in r for r in records)

@@ -24,6 +24,7 @@ from electra.errors import ElectraError
 from electra.objectives import build_objective, objective_step_flops
 from electra.train import checkpoint
 from electra.train import loop as loop_mod
+from electra.train.metrics_log import is_heldout
 from electra.train.optim import build_optimizer, build_scheduler, lr_multiplier
 
 STEPS = 8
@@ -54,8 +55,10 @@ def pretrain_argv(config: Path, data: Path, out: Path, *extra: str) -> list[str]
             "--quiet", *extra]
 
 
-def read_metrics(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+def read_metrics(out: Path, heldout: bool = False) -> list[dict[str, Any]]:
+    """The training records of OUT/metrics.jsonl, or with `heldout` its held-out probes."""
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if is_heldout(r) == heldout]
 
 
 def final_tensors(out: Path) -> dict[str, dict[str, torch.Tensor]]:

@@ -17,6 +17,8 @@ from typing import Any
 
 from electra.errors import ElectraError
 
+POSITION_BIASES = ("none", "alibi")
+
 
 @dataclass
 class ModelConfig:
@@ -35,6 +37,11 @@ class ModelConfig:
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
     pad_token_id: int = 0
+    # Position information beyond the learned absolute embeddings: "none" (BERT/ELECTRA), or
+    # "alibi" (Press et al. 2022, made symmetric for a bidirectional encoder): a fixed
+    # -slope_h * |i - j| added to head h's attention scores, a locality prior from step 0.
+    # Not part of Hugging Face's ELECTRA: `transformers` would ignore it (see model/hf.py).
+    position_bias: str = "none"
 
     def validate(self) -> None:
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
@@ -46,6 +53,9 @@ class ModelConfig:
             raise ElectraError(
                 f"model.hidden_size ({self.hidden_size}) must be divisible by "
                 f"model.num_attention_heads ({self.num_attention_heads})")
+        if self.position_bias not in POSITION_BIASES:
+            raise ElectraError(f"model.position_bias must be one of {', '.join(POSITION_BIASES)}"
+                               f", got {self.position_bias!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ElectraError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
@@ -226,6 +236,10 @@ class TrainConfig:
     bf16: bool = False
     log_every: int = 10
     save_every: int = 500
+    # Held-out probes (electra.train.heldout) every `eval_every` steps and before the first:
+    # None = 4 times per run, 0 = never. Needs a "heldout" split in the data.
+    eval_every: int | None = None
+    eval_examples: int = 256
     keep_checkpoints: int = 2
     num_workers: int = 0
 
@@ -245,6 +259,15 @@ class TrainConfig:
             raise ElectraError("train.weight_decay must be >= 0 and max_grad_norm, adam_eps > 0")
         if self.num_workers < 0:
             raise ElectraError(f"train.num_workers must be >= 0, got {self.num_workers}")
+        if (self.eval_every is not None and self.eval_every < 0) or self.eval_examples < 1:
+            raise ElectraError("train.eval_every must be >= 0 (0: no held-out probes) and "
+                               "train.eval_examples positive")
+
+    def resolved_eval_every(self) -> int:
+        """Steps between held-out probes: `eval_every`, or 4 probes per run when unset."""
+        if self.eval_every is None:
+            return max(1, self.steps // 4)
+        return self.eval_every
 
 
 @dataclass

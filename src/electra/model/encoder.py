@@ -160,10 +160,19 @@ class Encoder(nn.Module):
             x = self.embeddings_project(x)
         return x
 
+    def attention_bias(self, attention_mask: torch.Tensor | None, x: torch.Tensor
+                       ) -> torch.Tensor | None:
+        """The additive attention bias every layer gets: padding, plus ALiBi if configured."""
+        bias = attention_bias(attention_mask, x.dtype)
+        if self.config.position_bias == "alibi":
+            alibi = alibi_bias(self.config.num_attention_heads, x.shape[1], x.dtype, x.device)
+            bias = alibi if bias is None else bias + alibi
+        return bias
+
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.embed(input_ids, token_type_ids)
-        bias = attention_bias(attention_mask, x.dtype)
+        bias = self.attention_bias(attention_mask, x)
         for layer in self.layers:
             x = layer(x, bias)
         return x
@@ -176,6 +185,30 @@ def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> t
     bias = torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device)
     bias.masked_fill_(attention_mask == 0, torch.finfo(dtype).min)
     return bias[:, None, None, :]
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's head slopes (Press et al. 2022, section 3): the geometric sequence starting at
+    2**(-8/n) with that ratio, for n heads (a power of two; others interpolate as the paper's
+    code does, taking the closest power of two's slopes and every other of the next one's)."""
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(num_heads).is_integer():
+        return torch.tensor(power_of_two(num_heads))
+    closest = 2 ** math.floor(math.log2(num_heads))
+    extra = power_of_two(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(power_of_two(closest) + extra)
+
+
+def alibi_bias(num_heads: int, seq_len: int, dtype: torch.dtype, device: torch.device
+               ) -> torch.Tensor:
+    """[1, H, S, S]: -slope_h * |i - j|, symmetric because the encoder sees both sides."""
+    pos = torch.arange(seq_len, device=device)
+    distance = (pos[None, :] - pos[:, None]).abs().float()
+    slopes = alibi_slopes(num_heads).to(device)
+    return (-slopes[:, None, None] * distance).unsqueeze(0).to(dtype)
 
 
 class DiscriminatorHead(nn.Module):

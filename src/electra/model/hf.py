@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from electra.config import ModelConfig
+from electra.config import POSITION_BIASES, ModelConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Encoder, Generator
 
@@ -40,9 +41,12 @@ def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) ->
         "architectures": [architecture],
         "model_type": "electra",
         "hidden_act": "gelu",
-        "position_embedding_type": "absolute",
+        # Our extension ("alibi") goes here, where `transformers` reads position schemes.
+        "position_embedding_type": "absolute" if cfg.position_bias == "none"
+        else cfg.position_bias,
         "tie_word_embeddings": True,
-        **{k: getattr(cfg, k) for k in ModelConfig.__dataclass_fields__},
+        **{k: getattr(cfg, k) for k in ModelConfig.__dataclass_fields__
+           if k != "position_bias"},
     }
     if extra:
         out["electra_toolkit"] = extra
@@ -57,11 +61,13 @@ def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
     if data.get("hidden_act", "gelu") != "gelu":
         raise ElectraError(f"{where}: hidden_act {data['hidden_act']!r} is not supported "
                            "(only exact gelu)")
-    if data.get("position_embedding_type", "absolute") != "absolute":
-        raise ElectraError(f"{where}: position_embedding_type "
-                           f"{data['position_embedding_type']!r} is not supported (only "
-                           "absolute)")
-    fields = {k: data[k] for k in ModelConfig.__dataclass_fields__ if k in data}
+    position = data.get("position_embedding_type", "absolute")
+    if position not in ("absolute", *POSITION_BIASES):
+        raise ElectraError(f"{where}: position_embedding_type {position!r} is not supported "
+                           f"(only absolute, or {', '.join(POSITION_BIASES[1:])} from electra)")
+    fields = {k: data[k] for k in ModelConfig.__dataclass_fields__
+              if k in data and k != "position_bias"}
+    fields["position_bias"] = "none" if position == "absolute" else position
     fields.setdefault("embedding_size", data.get("hidden_size", ModelConfig.hidden_size))
     cfg = ModelConfig(**fields)
     cfg.validate()
@@ -187,7 +193,14 @@ def read_config_json(model_dir: str | Path) -> dict:
 
 def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
                     tokenizer_dir: str | Path | None = None, extra: dict | None = None) -> Path:
-    """Write a HF-loadable directory atomically."""
+    """Write a HF-loadable directory atomically. A model with an attention bias that
+    `transformers`' ELECTRA lacks (ALiBi) is written all the same, for electra to load, with a
+    warning: `transformers` would ignore the bias and compute something else."""
+    if model.config.position_bias != "none":
+        print(f"warning: {out_dir}: model.position_bias={model.config.position_bias!r} is not "
+              "part of Hugging Face's ELECTRA; transformers would load this model without it and "
+              "compute something else. electra's own commands load it correctly.",
+              file=sys.stderr)
     cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
     return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
 

@@ -38,6 +38,7 @@ from electra.train.distributed import (
     cleanup,
     init_distributed,
 )
+from electra.train.heldout import HeldoutProbe
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.optim import build_optimizer, build_scheduler
 
@@ -148,6 +149,10 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=tc.bf16)
     params = [p for p in objective.parameters() if p.requires_grad]
 
+    probe = HeldoutProbe.for_run(data_dir, data, context, tc, info)
+    if probe is not None and step == 0:
+        logger.log(probe.record(objective, 0, 0.0))
+
     bar = tqdm(total=tc.steps, initial=step, desc="pretrain", unit="step",
                disable=not (show_progress and info.is_main), dynamic_ncols=True)
     window = _Window()
@@ -181,6 +186,8 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
                 bar.set_postfix({k: f"{record[k]:.3f}" for k in
                                  ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
             last_record = record
+        if probe is not None and probe.due(step, tc.steps):
+            logger.log(probe.record(objective, step, step * step_flops))
         if step % tc.save_every == 0 or step == tc.steps:
             _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info)
         bar.update(1)

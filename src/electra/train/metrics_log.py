@@ -39,6 +39,15 @@ def truncate_metrics(path: Path, step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
+HELDOUT_PREFIX = "heldout_"
+
+
+def is_heldout(record: dict[str, Any]) -> bool:
+    """Held-out probe records (electra.train.heldout) share metrics.jsonl with the training
+    records; they carry `heldout_*` keys and no training loss."""
+    return any(k.startswith(HELDOUT_PREFIX) for k in record)
+
+
 def scalars(record: dict[str, Any]) -> dict[str, float]:
     """The plottable part of a record: finite numbers (not bools), `step` excluded."""
     return {k: float(v) for k, v in record.items()
