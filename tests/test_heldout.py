@@ -87,6 +87,7 @@ def test_pretrain_logs_probes_without_changing_training(data_dir: Path, tmp_path
     for r in probed:
         assert 0.0 <= r["heldout_auc_unigram"] <= 1.0 and 0.0 <= r["heldout_auc_uniform"] <= 1.0
         assert 0.0 <= r["heldout_gen_acc"] <= 1.0 and "heldout_disc_auc" in r
+        assert -1.0 <= r["heldout_token_cosine"] <= 1.0
     assert read_metrics(tmp_path / "plain", heldout=True) == []
     # Training records and weights are identical with and without probes.
     strip = [{k: v for k, v in r.items() if k != "tokens_per_s"}
@@ -98,3 +99,23 @@ def test_pretrain_logs_probes_without_changing_training(data_dir: Path, tmp_path
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert json.loads((tmp_path / "probed" / "config.json").read_text())[
         "config"]["train"]["eval_every"] == 3
+
+
+def test_token_cosine_is_one_for_collapsed_vectors_and_small_for_random(probes):
+    from electra.config import ModelConfig
+    from electra.model.encoder import Discriminator, init_weights
+    from electra.train.heldout import token_cosine
+
+    vocab = int(probes["unigram"].input_ids.max()) + 1
+    holder = torch.nn.Module()
+    holder.discriminator = Discriminator(ModelConfig(
+        vocab_size=vocab, embedding_size=32, hidden_size=32, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    init_weights(holder, 0.02)
+    healthy = token_cosine(holder, probes["unigram"])
+    assert healthy is not None and -0.2 < healthy < 0.6
+    with torch.no_grad():  # every token -> the same vector: the final LayerNorm's bias
+        holder.discriminator.electra.layers[0].ffn_norm.weight.zero_()
+        holder.discriminator.electra.layers[0].ffn_norm.bias.fill_(1.0)
+    assert token_cosine(holder, probes["unigram"]) == pytest.approx(1.0)
+    assert token_cosine(torch.nn.Linear(1, 1), probes["unigram"]) is None

@@ -13,12 +13,14 @@ import torch
 from safetensors.torch import load_model
 
 from electra.config import PretrainConfig
+from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
 from electra.errors import ElectraError
 from electra.objectives import build_objective
 from electra.train import checkpoint
 from electra.train.evaluate import evaluate_objective
 from electra.train.loop import pretrain, special_ids_for
+from electra.train.metrics_log import METRICS, is_heldout
 
 # About seven minutes of `tiny` pre-training on 2 CPU cores at batch 32 x 128 tokens (3 steps/s).
 DEFAULT_STEPS = 1200
@@ -101,6 +103,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     load_model(trained, str(latest / "model.safetensors"))
     after = evaluate_objective(trained, heldout)
 
+    probes = heldout_probes(run_dir)
     report = {
         "corpus": corpus,
         "train_examples": len(train_data),
@@ -114,12 +117,23 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         "tokens_per_s": summary["last"]["tokens_per_s"],
         "heldout_untrained": before,
         "heldout_trained": after,
+        # Fixed corruptions, the same for every run (electra.train.heldout): step 0 and last.
+        "probe_untrained": probes[0] if probes else {},
+        "probe_trained": probes[-1] if probes else {},
         "final": summary["final"],
         "total_seconds": time.perf_counter() - started,
     }
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
     print(format_summary(report, cfg))
     return report
+
+
+def heldout_probes(run_dir: Path) -> list[dict[str, Any]]:
+    """The held-out probe records of a pre-training run, in step order."""
+    path = run_dir / METRICS
+    if not path.is_file():
+        return []
+    return [record for _, record in iter_json_lines(path) if is_heldout(record)]
 
 
 def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
@@ -140,6 +154,14 @@ def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
                        ("disc_auc", "discriminator AUC"), ("replaced_frac", "replaced fraction")):
         before, after = b.get(key, float("nan")), a.get(key, float("nan"))
         lines.append(f"{label:<24}{before:>12.3f}{after:>12.3f}")
+    pb, pa = r.get("probe_untrained", {}), r.get("probe_trained", {})
+    for key, label in (("heldout_auc_unigram", "AUC, unigram fakes *"),
+                       ("heldout_auc_uniform", "AUC, uniform fakes")):
+        if key in pa:
+            lines.append(f"{label:<24}{pb.get(key, float('nan')):>12.3f}{pa[key]:>12.3f}")
+    if "heldout_auc_unigram" in pa:
+        lines += ["* fixed replacements as frequent as the tokens they replace: only context",
+                  "  tells them apart, so 0.5 means the discriminator does not use context yet"]
     lines += ["", "model written to:"]
     for name, path in r["final"].items():
         cls = "ElectraForPreTraining" if name == "discriminator" else "ElectraForMaskedLM"

@@ -88,6 +88,36 @@ def replaced_logits(objective: torch.nn.Module, input_ids: torch.Tensor,
 
 
 @torch.no_grad()
+def token_cosine(objective: torch.nn.Module, probe: FixedCorruption,
+                 device: torch.device | str = "cpu", max_examples: int = 32) -> float | None:
+    """Mean cosine similarity between the discriminator's final token vectors within a
+    sequence (real tokens, [CLS]/[SEP] excluded), averaged over probe examples: ~0.1 for a
+    healthy encoder, near 1 when every token has collapsed onto the same vector, which is the
+    state a tiny discriminator sits in while its loss stays at the base-rate entropy. None
+    without a discriminator."""
+    disc = getattr(objective, "discriminator", None)
+    if not isinstance(disc, Discriminator):
+        return None
+    was_training = objective.training
+    objective.eval()
+    try:
+        rows = slice(0, max_examples)
+        hidden = disc.electra(probe.input_ids[rows].to(device),
+                              probe.token_type_ids[rows].to(device),
+                              probe.attention_mask[rows].to(device)).float()
+    finally:
+        objective.train(was_training)
+    keep = probe.scored[rows].to(device)
+    values = []
+    for h, k in zip(hidden, keep, strict=True):
+        v = torch.nn.functional.normalize(h[k], dim=-1)
+        n = v.shape[0]
+        if n > 1:
+            values.append(((v @ v.T).sum() - n) / (n * (n - 1)))
+    return float(torch.stack(values).mean()) if values else None
+
+
+@torch.no_grad()
 def probe_discriminator(objective: torch.nn.Module, probes: dict[str, FixedCorruption],
                         device: torch.device | str = "cpu", batch_size: int = 64
                         ) -> dict[str, float]:
@@ -158,4 +188,7 @@ class HeldoutProbe:
         record = {"step": step, "flops": flops}
         record.update({f"heldout_{k}": own[k] for k in self.OWN_METRICS if k in own})
         record.update(probe_discriminator(objective, self.probes, self.device))
+        cosine = token_cosine(objective, self.probes["unigram"], self.device)
+        if cosine is not None:
+            record["heldout_token_cosine"] = cosine
         return record
