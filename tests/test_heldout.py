@@ -119,3 +119,15 @@ def test_token_cosine_is_one_for_collapsed_vectors_and_small_for_random(probes):
         holder.discriminator.electra.layers[0].ffn_norm.bias.fill_(1.0)
     assert token_cosine(holder, probes["unigram"]) == pytest.approx(1.0)
     assert token_cosine(torch.nn.Linear(1, 1), probes["unigram"]) is None
+
+
+def test_eval_every_flag(data_dir: Path, tmp_path: Path):
+    from test_train import pretrain_argv, tiny_config_file
+
+    from electra.cli import main
+
+    config = tiny_config_file(tmp_path)
+    main(pretrain_argv(config, data_dir, tmp_path / "off", "--eval-every", "0"))
+    main(pretrain_argv(config, data_dir, tmp_path / "on", "--eval-every", "4"))
+    assert read_metrics(tmp_path / "off", heldout=True) == []
+    assert [r["step"] for r in read_metrics(tmp_path / "on", heldout=True)] == [0, 4, 8]

@@ -101,6 +101,9 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (CPU and CUDA)")
     p.add_argument("--log-every", type=int)
+    p.add_argument("--eval-every", type=int,
+                   help="steps between held-out probes (fixed-corruption discriminator AUCs; "
+                        "default: 4 per run, 0: none; needs a held-out split)")
     p.add_argument("--save-every", type=int)
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any config field, e.g. --set objective.disc_weight=50")
@@ -119,7 +122,8 @@ def build_pretrain_config(args):
         args.preset)
     flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
              "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
-             "log_every": args.log_every, "save_every": args.save_every}
+             "log_every": args.log_every, "save_every": args.save_every,
+             "eval_every": args.eval_every}
     merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
     if args.objective:
         cfg.objective.name = args.objective

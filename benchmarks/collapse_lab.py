@@ -1,0 +1,165 @@
+"""Why a tiny discriminator never learns context: a fast, self-contained reproduction.
+
+Trains a replaced-token detector on unigram-sampled fakes (only context separates them from
+real tokens) for a few hundred steps, and reports on the fixed held-out probe
+(`electra.train.heldout`) the AUC, plus for the transformer the token-vector cosine per layer
+and the norms of layer 1's attention and FFN outputs against its input. Two models:
+
+- `window`: embeddings of (previous, token, next), LayerNorm, one GELU MLP; no attention;
+- `transformer`: the `tiny` preset's discriminator (4 layers, 128 wide), as pre-training uses it.
+
+Both with AdamW; the schedule is constant after warm-up unless `--schedule electra` (linear
+decay to 0 at the last step, as `electra pretrain`). Uses the demo's data (prepared by
+`benchmarks/context_study.py` under --data). Prints JSON.
+
+    .venv/bin/python benchmarks/collapse_lab.py --model transformer --lr 1e-3 --steps 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.metrics import roc_auc_score
+from torch import nn
+
+from electra.config import PretrainConfig
+from electra.data.dataset import PretrainingDataset, iterate_batches
+from electra.model.encoder import Discriminator, init_weights
+from electra.objectives.base import ObjectiveContext
+from electra.objectives.generators import build_sampler
+from electra.objectives.masking import gumbel_sample, select_positions
+from electra.train.heldout import build_fixed_corruptions
+from electra.train.loop import special_ids_for
+from electra.train.optim import lr_multiplier
+
+
+class WindowDetector(nn.Module):
+    """Concatenated (previous, token, next) embeddings -> LayerNorm -> GELU MLP -> logit."""
+
+    def __init__(self, vocab_size: int, dim: int = 128, hidden: int = 256):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        self.norm = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(3 * dim, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+    def forward(self, ids, token_type_ids=None, attention_mask=None):
+        x = F.pad(self.norm(self.embed(ids)), (0, 0, 1, 1))
+        seq = ids.shape[1]
+        return self.mlp(torch.cat([x[:, :seq], x[:, 1:seq + 1], x[:, 2:]], -1)).squeeze(-1)
+
+
+def mean_cosine(h: torch.Tensor, keep: torch.Tensor) -> float:
+    values = []
+    for row, k in zip(h, keep, strict=True):
+        v = F.normalize(row[k], dim=-1)
+        n = v.shape[0]
+        values.append(((v @ v.T).sum() - n) / (n * (n - 1)))
+    return round(float(torch.stack(values).mean()), 3)
+
+
+@torch.no_grad()
+def anatomy(model: Discriminator, probe) -> dict:
+    """Token cosine after the embeddings and each layer; layer 1's input/attention/FFN norms."""
+    enc, rows = model.electra, slice(0, 16)
+    ids, mask, keep = probe.input_ids[rows], probe.attention_mask[rows], probe.scored[rows]
+    x = enc.embed(ids, probe.token_type_ids[rows])
+    bias = enc.attention_bias(mask, x)
+    first = enc.layers[0]
+    attn = first.attention_out(first.attention(x, bias))
+    ffn = first.ffn_out(F.gelu(first.ffn_in(first.attention_norm(x + attn))))
+    cosines = [mean_cosine(x, keep)]
+    for layer in enc.layers:
+        x = layer(x, bias)
+        cosines.append(mean_cosine(x, keep))
+    norm = lambda t: round(float(t[keep].norm(dim=-1).mean()), 2)  # noqa: E731
+    return {"token_cosine_by_layer": cosines, "layer1_input_norm": norm(enc.embed(ids)),
+            "layer1_attention_norm": norm(attn), "layer1_ffn_norm": norm(ffn)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="runs/context_study/data")
+    parser.add_argument("--model", choices=["window", "transformer"], default="transformer")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--schedule", choices=["constant", "electra"], default="constant")
+    parser.add_argument("--head-bias", action="store_true",
+                        help="start the transformer's output bias at the base-rate logit")
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    torch.manual_seed(args.seed)
+    train = PretrainingDataset(args.data, "train")
+    special = special_ids_for(train.data_dir)
+    counts = train.token_counts()
+    probe = build_fixed_corruptions(PretrainingDataset(args.data, "heldout"), counts,
+                                    special)["unigram"]
+    sampler = build_sampler("unigram", train.vocab_size, special,
+                            ObjectiveContext(special, lambda: counts))
+    if args.model == "window":
+        model = WindowDetector(train.vocab_size)
+    else:
+        cfg = PretrainConfig.from_preset("tiny").model
+        cfg.vocab_size = train.vocab_size
+        model = Discriminator(cfg)
+        init_weights(model, cfg.initializer_range)
+        if args.head_bias:  # logit of the replaced share, 0.15 * (1 - P(sample = original))
+            with torch.no_grad():
+                model.discriminator_predictions.dense_prediction.bias.fill_(-1.75)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    total = args.steps if args.schedule == "electra" else 10**12
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda t: lr_multiplier(t, args.warmup, total))
+
+    def evaluate(step: int) -> dict:
+        model.eval()
+        with torch.no_grad():
+            scores = model(probe.input_ids, probe.token_type_ids, probe.attention_mask)
+        y = probe.is_replaced[probe.scored].numpy()
+        row = {"step": step, "auc_unigram": round(float(roc_auc_score(
+            y, scores[probe.scored].numpy())), 3)}
+        if isinstance(model, Discriminator):
+            row.update(anatomy(model, probe))
+        model.train()
+        return row
+
+    curve, started = [evaluate(0)], time.perf_counter()
+    batches = iterate_batches(train, 32, args.seed + 1)
+    for step in range(1, args.steps + 1):
+        batch = next(batches)
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        masked = select_positions(ids, mask, 0.15, special)
+        flat = masked.view(-1).nonzero().squeeze(1)
+        fakes = gumbel_sample(sampler.logits(flat.numel()))
+        inputs = ids.view(-1).index_copy(0, flat, fakes).view_as(ids)
+        logits = model(inputs, batch["token_type_ids"], mask)
+        per_token = F.binary_cross_entropy_with_logits(logits, (inputs != ids).float(),
+                                                       reduction="none")
+        loss = (per_token * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % args.eval_every == 0 or step == args.steps:
+            curve.append({**evaluate(step), "train_loss": round(float(loss.detach()), 4)})
+    result = {"settings": vars(args), "seconds": round(time.perf_counter() - started, 1),
+              "label_base_rate_entropy": round(float(_entropy(probe)), 4), "curve": curve}
+    print(json.dumps(result))
+    return result
+
+
+def _entropy(probe) -> float:
+    p = float(probe.is_replaced[probe.scored].float().mean())
+    return -(p * np.log(p) + (1 - p) * np.log(1 - p))
+
+
+if __name__ == "__main__":
+    main()
