@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--schedule", choices=["constant", "electra"], default="constant")
     parser.add_argument("--head-bias", action="store_true",
                         help="start the transformer's output bias at the base-rate logit")
+    parser.add_argument("--zero-head", action="store_true",
+                        help="start the transformer's output weights at 0: constant logits, "
+                             "no random per-token variance for the optimizer to suppress")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -114,6 +117,9 @@ def main(argv: list[str] | None = None) -> dict:
         if args.head_bias:  # logit of the replaced share, 0.15 * (1 - P(sample = original))
             with torch.no_grad():
                 model.discriminator_predictions.dense_prediction.bias.fill_(-1.75)
+        if args.zero_head:
+            with torch.no_grad():
+                model.discriminator_predictions.dense_prediction.weight.zero_()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     total = args.steps if args.schedule == "electra" else 10**12
     sched = torch.optim.lr_scheduler.LambdaLR(
