@@ -54,6 +54,22 @@ class WindowDetector(nn.Module):
         return self.mlp(torch.cat([x[:, :seq], x[:, 1:seq + 1], x[:, 2:]], -1)).squeeze(-1)
 
 
+def add_window_stem(encoder) -> None:
+    """Replace the encoder's embedding output by W [e(t-1); e(t); e(t+1)] (a width-3 conv)."""
+    cfg = encoder.config
+    encoder.embeddings_project = nn.Linear(3 * cfg.embedding_size, cfg.hidden_size)
+    plain_embed = encoder.embeddings
+
+    def embed(input_ids, token_type_ids=None):
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = F.pad(plain_embed(input_ids, token_type_ids), (0, 0, 1, 1))
+        seq = input_ids.shape[1]
+        return encoder.embeddings_project(torch.cat([x[:, :seq], x[:, 1:seq + 1], x[:, 2:]], -1))
+
+    encoder.embed = embed
+
+
 def mean_cosine(h: torch.Tensor, keep: torch.Tensor) -> float:
     values = []
     for row, k in zip(h, keep, strict=True):
@@ -95,6 +111,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--zero-head", action="store_true",
                         help="start the transformer's output weights at 0: constant logits, "
                              "no random per-token variance for the optimizer to suppress")
+    parser.add_argument("--window-stem", action="store_true",
+                        help="the transformer's first-layer input is a projection of the "
+                             "(previous, token, next) embeddings, as the window model's")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -113,6 +132,8 @@ def main(argv: list[str] | None = None) -> dict:
         cfg = PretrainConfig.from_preset("tiny").model
         cfg.vocab_size = train.vocab_size
         model = Discriminator(cfg)
+        if args.window_stem:
+            add_window_stem(model.electra)
         init_weights(model, cfg.initializer_range)
         if args.head_bias:  # logit of the replaced share, 0.15 * (1 - P(sample = original))
             with torch.no_grad():
