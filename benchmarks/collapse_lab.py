@@ -70,6 +70,19 @@ def add_window_stem(encoder) -> None:
     encoder.embed = embed
 
 
+def centre_residuals(encoder) -> None:
+    """Each block's LayerNorms see x - mean over the sequence of x (an experiment)."""
+    for layer in encoder.layers:
+        for name in ("attention_norm", "ffn_norm"):
+            norm = getattr(layer, name)
+            setattr(layer, name, nn.Sequential(_Centre(), norm))
+
+
+class _Centre(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - x.mean(dim=1, keepdim=True)
+
+
 def mean_cosine(h: torch.Tensor, keep: torch.Tensor) -> float:
     values = []
     for row, k in zip(h, keep, strict=True):
@@ -114,6 +127,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--window-stem", action="store_true",
                         help="the transformer's first-layer input is a projection of the "
                              "(previous, token, next) embeddings, as the window model's")
+    parser.add_argument("--centre", action="store_true",
+                        help="subtract the mean over the sequence's tokens from the residual "
+                             "stream before each LayerNorm (removes any shared component)")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -134,6 +150,8 @@ def main(argv: list[str] | None = None) -> dict:
         model = Discriminator(cfg)
         if args.window_stem:
             add_window_stem(model.electra)
+        if args.centre:
+            centre_residuals(model.electra)
         init_weights(model, cfg.initializer_range)
         if args.head_bias:  # logit of the replaced share, 0.15 * (1 - P(sample = original))
             with torch.no_grad():
