@@ -169,7 +169,7 @@ def count_baseline(work: Path, data_dir: Path) -> dict[str, float]:
 
 def markdown(rows: list[dict], counts: dict[str, float]) -> str:
     lines = ["| variant | what it tests | steps | train FLOPs | minutes | unigram-fake AUC, "
-             "by eighth of the run | uniform-fake AUC | token cosine |",
+             "at each probe (every 1/8 of the run) | final uniform-fake AUC | final token cosine |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         curve = " ".join(f"{p.get('heldout_auc_unigram', float('nan')):.2f}"
