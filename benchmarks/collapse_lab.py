@@ -78,6 +78,18 @@ def centre_residuals(encoder) -> None:
             setattr(layer, name, nn.Sequential(_Centre(), norm))
 
 
+def use_rezero(encoder) -> None:
+    """Each block becomes x + a_attn * Attn(x), then + a_ffn * FFN(x); a_* start at 0."""
+    for layer in encoder.layers:
+        layer.gates = nn.Parameter(torch.zeros(2))
+        layer.forward = _rezero_forward.__get__(layer)
+
+
+def _rezero_forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    x = x + self.gates[0] * self.attention_out(self.attention(x, bias))
+    return x + self.gates[1] * self.ffn_out(F.gelu(self.ffn_in(x)))
+
+
 class _Centre(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x - x.mean(dim=1, keepdim=True)
@@ -130,6 +142,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--centre", action="store_true",
                         help="subtract the mean over the sequence's tokens from the residual "
                              "stream before each LayerNorm (removes any shared component)")
+    parser.add_argument("--rezero", action="store_true",
+                        help="ReZero blocks (Bachlechner et al. 2020): x + a * f(x) with a "
+                             "learned scalar a starting at 0, no LayerNorm in the blocks")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -152,6 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
             add_window_stem(model.electra)
         if args.centre:
             centre_residuals(model.electra)
+        if args.rezero:
+            use_rezero(model.electra)
         init_weights(model, cfg.initializer_range)
         if args.head_bias:  # logit of the replaced share, 0.15 * (1 - P(sample = original))
             with torch.no_grad():
