@@ -33,7 +33,7 @@ from electra.model.encoder import Discriminator, init_weights
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import gumbel_sample, select_positions
-from electra.train.heldout import build_fixed_corruptions
+from electra.train.heldout import build_fixed_corruptions, mean_token_cosine
 from electra.train.loop import special_ids_for
 from electra.train.optim import lr_multiplier
 
@@ -49,9 +49,14 @@ class WindowDetector(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(3 * dim, hidden), nn.GELU(), nn.Linear(hidden, 1))
 
     def forward(self, ids, token_type_ids=None, attention_mask=None):
-        x = F.pad(self.norm(self.embed(ids)), (0, 0, 1, 1))
-        seq = ids.shape[1]
-        return self.mlp(torch.cat([x[:, :seq], x[:, 1:seq + 1], x[:, 2:]], -1)).squeeze(-1)
+        return self.mlp(neighbour_window(self.norm(self.embed(ids)))).squeeze(-1)
+
+
+def neighbour_window(x: torch.Tensor) -> torch.Tensor:
+    """[B, S, D] -> [B, S, 3D]: each position's (previous, own, next) vectors, zero-padded."""
+    padded = F.pad(x, (0, 0, 1, 1))
+    seq = x.shape[1]
+    return torch.cat([padded[:, :seq], padded[:, 1:seq + 1], padded[:, 2:]], -1)
 
 
 def add_window_stem(encoder) -> None:
@@ -63,9 +68,8 @@ def add_window_stem(encoder) -> None:
     def embed(input_ids, token_type_ids=None):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = F.pad(plain_embed(input_ids, token_type_ids), (0, 0, 1, 1))
-        seq = input_ids.shape[1]
-        return encoder.embeddings_project(torch.cat([x[:, :seq], x[:, 1:seq + 1], x[:, 2:]], -1))
+        return encoder.embeddings_project(neighbour_window(plain_embed(input_ids,
+                                                                      token_type_ids)))
 
     encoder.embed = embed
 
@@ -95,15 +99,6 @@ class _Centre(nn.Module):
         return x - x.mean(dim=1, keepdim=True)
 
 
-def mean_cosine(h: torch.Tensor, keep: torch.Tensor) -> float:
-    values = []
-    for row, k in zip(h, keep, strict=True):
-        v = F.normalize(row[k], dim=-1)
-        n = v.shape[0]
-        values.append(((v @ v.T).sum() - n) / (n * (n - 1)))
-    return round(float(torch.stack(values).mean()), 3)
-
-
 @torch.no_grad()
 def anatomy(model: Discriminator, probe) -> dict:
     """Token cosine after the embeddings and each layer; layer 1's input/attention/FFN norms."""
@@ -114,10 +109,10 @@ def anatomy(model: Discriminator, probe) -> dict:
     first = enc.layers[0]
     attn = first.attention_out(first.attention(x, bias))
     ffn = first.ffn_out(F.gelu(first.ffn_in(first.attention_norm(x + attn))))
-    cosines = [mean_cosine(x, keep)]
+    cosines = [round(mean_token_cosine(x, keep), 3)]
     for layer in enc.layers:
         x = layer(x, bias)
-        cosines.append(mean_cosine(x, keep))
+        cosines.append(round(mean_token_cosine(x, keep), 3))
     norm = lambda t: round(float(t[keep].norm(dim=-1).mean()), 2)  # noqa: E731
     return {"token_cosine_by_layer": cosines, "layer1_input_norm": norm(enc.embed(ids)),
             "layer1_attention_norm": norm(attn), "layer1_ffn_norm": norm(ffn)}

@@ -107,7 +107,12 @@ def token_cosine(objective: torch.nn.Module, probe: FixedCorruption,
                               probe.attention_mask[rows].to(device)).float()
     finally:
         objective.train(was_training)
-    keep = probe.scored[rows].to(device)
+    return mean_token_cosine(hidden.cpu(), probe.scored[rows])
+
+
+def mean_token_cosine(hidden: torch.Tensor, keep: torch.Tensor) -> float | None:
+    """Mean pairwise cosine of the vectors hidden[b, keep[b]] within each row b, averaged
+    over rows with at least two kept tokens; None when there are none."""
     values = []
     for h, k in zip(hidden, keep, strict=True):
         v = torch.nn.functional.normalize(h[k], dim=-1)
@@ -136,9 +141,9 @@ def probe_discriminator(objective: torch.nn.Module, probes: dict[str, FixedCorru
                                          probe.attention_mask[rows].to(device))
                 if logits is None:
                     return {}
-                keep = probe.scored[rows].to(device)
-                scores.append(logits.float()[keep].cpu().numpy())
-                labels.append(probe.is_replaced[rows].to(device)[keep].cpu().numpy())
+                keep = probe.scored[rows]
+                scores.append(logits.float().cpu()[keep].numpy())
+                labels.append(probe.is_replaced[rows][keep].numpy())
             y, s = np.concatenate(labels), np.concatenate(scores)
             auc = float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else float("nan")
             result[f"heldout_auc_{kind}"] = auc
