@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -72,6 +73,21 @@ def add_window_stem(encoder) -> None:
                                                                       token_type_ids)))
 
     encoder.embed = embed
+
+
+def restrict_attention(encoder, window: int) -> None:
+    """Every layer attends only within `window` positions (padding still hidden)."""
+    plain_bias = encoder.attention_bias
+
+    def local_bias(attention_mask, x):
+        pos = torch.arange(x.shape[1])
+        far = (pos[None, :] - pos[:, None]).abs() > window
+        local = torch.zeros(far.shape, dtype=x.dtype).masked_fill_(far, torch.finfo(x.dtype).min)
+        bias = plain_bias(attention_mask, x)
+        return local[None, None] if bias is None else (bias + local).clamp_(
+            min=torch.finfo(x.dtype).min)
+
+    encoder.attention_bias = local_bias
 
 
 def centre_residuals(encoder) -> None:
@@ -140,6 +156,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rezero", action="store_true",
                         help="ReZero blocks (Bachlechner et al. 2020): x + a * f(x) with a "
                              "learned scalar a starting at 0, no LayerNorm in the blocks")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="transformer depth (default: the tiny preset's 4)")
+    parser.add_argument("--alibi", action="store_true",
+                        help="the encoder's ALiBi position bias (model.position_bias=alibi)")
+    parser.add_argument("--alibi-max-slope", type=float, default=None,
+                        help="with --alibi: model.alibi_max_slope, the steepest head's slope "
+                             "(1.0 gives tiny's two heads 1 and 1/16)")
+    parser.add_argument("--local-window", type=int, default=None,
+                        help="hard local attention: each token attends only to tokens at "
+                             "distance <= K (an additive -inf bias beyond)")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -157,7 +183,14 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         cfg = PretrainConfig.from_preset("tiny").model
         cfg.vocab_size = train.vocab_size
+        if args.alibi:
+            cfg.position_bias = "alibi"
+            cfg.alibi_max_slope = args.alibi_max_slope
+        if args.layers is not None:
+            cfg.num_hidden_layers = args.layers
         model = Discriminator(cfg)
+        if args.local_window is not None:
+            restrict_attention(model.electra, args.local_window)
         if args.window_stem:
             add_window_stem(model.electra)
         if args.centre:
@@ -207,6 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
         sched.step()
         if step % args.eval_every == 0 or step == args.steps:
             curve.append({**evaluate(step), "train_loss": round(float(loss.detach()), 4)})
+            print(json.dumps(curve[-1]), file=sys.stderr, flush=True)
     result = {"settings": vars(args), "seconds": round(time.perf_counter() - started, 1),
               "label_base_rate_entropy": round(float(_entropy(probe)), 4), "curve": curve}
     print(json.dumps(result))

@@ -283,3 +283,32 @@ def test_electra_15_costs_what_electra_costs():
     full = objective_step_flops(model, ObjectiveConfig(name="electra"), 8, 32)
     fifteen = objective_step_flops(model, ObjectiveConfig(name="electra-15"), 8, 32)
     assert full == fifteen
+
+
+def test_discriminator_bias_starts_at_zero_as_the_official_code():
+    obj = objective()
+    assert obj.discriminator.discriminator_predictions.dense_prediction.bias.item() == 0.0
+
+
+def test_base_rate_bias_init_predicts_the_replaced_share_before_training():
+    """objective.disc_bias_init="base-rate" (ours, README: the collapse study): the untrained
+    discriminator's mean P(replaced) is mask_prob, not 0.5."""
+    obj = objective(disc_bias_init="base-rate", mask_prob=0.15)
+    obj.eval()
+    batch = make_batch(batch=4, seq=32)
+    with torch.no_grad():
+        logits = obj.discriminator(batch["input_ids"], batch["token_type_ids"],
+                                   batch["attention_mask"])
+    assert torch.sigmoid(logits).mean().item() == pytest.approx(0.15, abs=0.02)
+    bias = obj.discriminator.discriminator_predictions.dense_prediction.bias.item()
+    assert bias == pytest.approx(-1.7346, abs=1e-4)  # log(0.15 / 0.85)
+
+
+def test_base_rate_bias_init_is_refused_where_not_every_token_is_scored():
+    from electra.errors import ElectraError
+
+    cfg = ObjectiveConfig(name="electra-15", disc_bias_init="base-rate")
+    with pytest.raises(ElectraError, match="disc_bias_init"):
+        cfg.validate()
+    with pytest.raises(ElectraError, match="objective.disc_bias_init"):
+        ObjectiveConfig(disc_bias_init="half").validate()

@@ -61,3 +61,19 @@ def test_alibi_export_round_trips_and_warns(tmp_path, capsys):
 def test_unknown_position_bias_is_refused():
     with pytest.raises(ElectraError, match="position_bias"):
         ModelConfig(**CFG, position_bias="rope").validate()
+
+
+def test_alibi_max_slope_rescales_the_geometric_sequence():
+    """model.alibi_max_slope (ours): tiny's 2 heads get 1 and 1/16 instead of 1/16 and 1/256."""
+    assert alibi_slopes(2, max_slope=1.0).tolist() == [1.0, 2.0 ** -4]
+    assert alibi_slopes(1, max_slope=1.0).tolist() == [1.0]
+    bias = alibi_bias(2, 3, torch.float32, torch.device("cpu"), max_slope=1.0)
+    assert bias[0, 0, 0].tolist() == [0.0, -1.0, -2.0]
+
+
+def test_alibi_max_slope_needs_alibi_and_round_trips_through_export(tmp_path):
+    with pytest.raises(ElectraError, match="alibi_max_slope"):
+        ModelConfig(**CFG, alibi_max_slope=1.0).validate()
+    model = Discriminator(ModelConfig(**CFG, position_bias="alibi", alibi_max_slope=0.5))
+    save_pretrained(model, tmp_path / "m")
+    assert load_pretrained(tmp_path / "m").config.alibi_max_slope == 0.5

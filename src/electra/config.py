@@ -42,6 +42,10 @@ class ModelConfig:
     # -slope_h * |i - j| added to head h's attention scores, a locality prior from step 0.
     # Not part of Hugging Face's ELECTRA: `transformers` would ignore it (see model/hf.py).
     position_bias: str = "none"
+    # With "alibi": the steepest head's slope (None: ALiBi's own, 2**(-8/heads)); the others
+    # follow at ALiBi's ratio. Ours: `tiny`'s 2 heads get slopes 1/16 and 1/256, too flat to
+    # make any head local; 1.0 gives 1 and 1/16 (README: the collapse study).
+    alibi_max_slope: float | None = None
 
     def validate(self) -> None:
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
@@ -56,6 +60,10 @@ class ModelConfig:
         if self.position_bias not in POSITION_BIASES:
             raise ElectraError(f"model.position_bias must be one of {', '.join(POSITION_BIASES)}"
                                f", got {self.position_bias!r}")
+        if self.alibi_max_slope is not None and (self.position_bias != "alibi"
+                                                 or self.alibi_max_slope <= 0):
+            raise ElectraError(f"model.alibi_max_slope ({self.alibi_max_slope}) needs "
+                               f"model.position_bias='alibi' and a positive value")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ElectraError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
@@ -144,6 +152,7 @@ OBJECTIVE_NAMES = tuple(OBJECTIVES)
 GENERATOR_KINDS = ("mlm", "unigram", "uniform")
 SHARING_MODES = ("embeddings", "none", "all", "gdes")
 ALGORITHMS = ("joint", "two-stage", "adversarial")
+DISC_BIAS_INITS = ("zero", "base-rate")
 
 @dataclass
 class ObjectiveConfig:
@@ -172,6 +181,12 @@ class ObjectiveConfig:
     two_stage_generator_steps: int | None = None  # None: half of train.steps
     gen_weight: float = 1.0
     disc_weight: float | None = None  # ELECTRA's 50 (section 5.2.1); TEAMS' lambda_1 = 5
+    # The discriminator's output bias at step 0: "zero" (the official code) or "base-rate",
+    # the log-odds of mask_prob, the share of tokens replaced while the generator is still
+    # untrained. Ours, for small budgets (README: the collapse study): with a zero bias, the
+    # fastest way for Adam to lower every logit to the base rate is to push every token vector
+    # in one shared direction, and the token vectors collapse before context is learned.
+    disc_bias_init: str = "zero"
     # TEAMS (TEAMS paper, section 3 and 4.1): K non-original candidates, the multi-word
     # selection loss weight lambda_2, and how many bottom layers the generator shares with the
     # discriminator (None: half of them).
@@ -189,7 +204,8 @@ class ObjectiveConfig:
 
     def validate(self) -> None:
         for name, allowed in (("name", tuple(OBJECTIVES)), ("generator", GENERATOR_KINDS),
-                              ("sharing", SHARING_MODES), ("algorithm", ALGORITHMS)):
+                              ("sharing", SHARING_MODES), ("algorithm", ALGORITHMS),
+                              ("disc_bias_init", DISC_BIAS_INITS)):
             if getattr(self, name) not in allowed:
                 raise ElectraError(f"unknown objective.{name} {getattr(self, name)!r}; choose "
                                    f"one of: {', '.join(allowed)}")
@@ -218,6 +234,10 @@ class ObjectiveConfig:
         for name in ("gen_weight", "disc_weight", "mws_weight"):
             if getattr(self, name) < 0:
                 raise ElectraError(f"objective.{name} must be >= 0, got {getattr(self, name)}")
+        if self.disc_bias_init != "zero" and self.name != "electra":
+            raise ElectraError(f"objective.disc_bias_init={self.disc_bias_init!r} is for the "
+                               f"electra objective, which scores every token (got "
+                               f"objective.name={self.name!r})")
 
 
 @dataclass

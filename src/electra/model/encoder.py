@@ -165,7 +165,8 @@ class Encoder(nn.Module):
         """The additive attention bias every layer gets: padding, plus ALiBi if configured."""
         bias = attention_bias(attention_mask, x.dtype)
         if self.config.position_bias == "alibi":
-            alibi = alibi_bias(self.config.num_attention_heads, x.shape[1], x.dtype, x.device)
+            alibi = alibi_bias(self.config.num_attention_heads, x.shape[1], x.dtype, x.device,
+                               self.config.alibi_max_slope)
             bias = alibi if bias is None else bias + alibi
         return bias
 
@@ -187,27 +188,30 @@ def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> t
     return bias[:, None, None, :]
 
 
-def alibi_slopes(num_heads: int) -> torch.Tensor:
+def alibi_slopes(num_heads: int, max_slope: float | None = None) -> torch.Tensor:
     """ALiBi's head slopes (Press et al. 2022, section 3): the geometric sequence starting at
     2**(-8/n) with that ratio, for n heads (a power of two; others interpolate as the paper's
-    code does, taking the closest power of two's slopes and every other of the next one's)."""
+    code does, taking the closest power of two's slopes and every other of the next one's).
+    `max_slope` (ours) rescales them so that the steepest is `max_slope`."""
     def power_of_two(n: int) -> list[float]:
         start = 2.0 ** (-8.0 / n)
         return [start ** (i + 1) for i in range(n)]
 
     if math.log2(num_heads).is_integer():
-        return torch.tensor(power_of_two(num_heads))
-    closest = 2 ** math.floor(math.log2(num_heads))
-    extra = power_of_two(2 * closest)[0::2][: num_heads - closest]
-    return torch.tensor(power_of_two(closest) + extra)
+        slopes = torch.tensor(power_of_two(num_heads))
+    else:
+        closest = 2 ** math.floor(math.log2(num_heads))
+        extra = power_of_two(2 * closest)[0::2][: num_heads - closest]
+        slopes = torch.tensor(power_of_two(closest) + extra)
+    return slopes if max_slope is None else slopes * (max_slope / slopes.max())
 
 
-def alibi_bias(num_heads: int, seq_len: int, dtype: torch.dtype, device: torch.device
-               ) -> torch.Tensor:
+def alibi_bias(num_heads: int, seq_len: int, dtype: torch.dtype, device: torch.device,
+               max_slope: float | None = None) -> torch.Tensor:
     """[1, H, S, S]: -slope_h * |i - j|, symmetric because the encoder sees both sides."""
     pos = torch.arange(seq_len, device=device)
     distance = (pos[None, :] - pos[:, None]).abs().float()
-    slopes = alibi_slopes(num_heads).to(device)
+    slopes = alibi_slopes(num_heads, max_slope).to(device)
     return (-slopes[:, None, None] * distance).unsqueeze(0).to(dtype)
 
 

@@ -12,6 +12,7 @@ pretrain_helpers.py) and each is named in tests/test_electra_objective.py. Optio
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 import torch.nn.functional as F
@@ -80,6 +81,8 @@ class ElectraObjective(Objective):
             # b(x_masked, t) = -log sigmoid(w^T h_q(x_masked)_t) (section 5.3.4).
             self.baseline = nn.Linear(generator_config(model_cfg, obj_cfg).hidden_size, 1)
         init_weights(self, model_cfg.initializer_range)
+        if obj_cfg.disc_bias_init == "base-rate":
+            start_at_base_rate(self.discriminator, obj_cfg.mask_prob)
         # Each stage leaves one network idle: DDP must not wait for its gradients.
         self.find_unused_parameters = obj_cfg.algorithm == "two-stage"
         if obj_cfg.algorithm == "two-stage":
@@ -189,6 +192,15 @@ class ElectraObjective(Objective):
         adv_loss = -(log_q_sample * (reward - baseline.detach())).mean()
         baseline_loss = F.binary_cross_entropy_with_logits(baseline_logit, torch.exp(-reward))
         return adv_loss, baseline_loss
+
+
+@torch.no_grad()
+def start_at_base_rate(discriminator: Discriminator, replaced_share: float) -> None:
+    """Output bias = log-odds of the share of replaced tokens, so the untrained discriminator
+    already predicts the base rate (objective.disc_bias_init="base-rate"; ours, not the
+    paper's)."""
+    discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+        math.log(replaced_share / (1.0 - replaced_share)))
 
 
 def _with_sharing(obj_cfg: ObjectiveConfig, sharing: str) -> ObjectiveConfig:
