@@ -40,6 +40,13 @@ VARIANTS: dict[str, tuple[dict, str]] = {
     "unigram-sampler": ({"objective.generator": "unigram"},
                         "no generator: the discriminator trained on unigram fakes directly"),
     "alibi": ({"model.position_bias": "alibi"}, "ALiBi attention bias (a locality prior)"),
+    "base-rate-bias": ({"objective.disc_bias_init": "base-rate"},
+                       "discriminator output bias starts at the log-odds of mask_prob"),
+    "alibi-steep": ({"model.position_bias": "alibi", "model.alibi_max_slope": 1.0},
+                    "ALiBi with slopes 1 and 1/16 (one head local from step 0)"),
+    "base-rate+alibi-steep": ({"objective.disc_bias_init": "base-rate",
+                               "model.position_bias": "alibi", "model.alibi_max_slope": 1.0},
+                              "both: no pressure to collapse, and a local head"),
     "init-0.088": ({"model.initializer_range": 0.088},
                    "init std 1/sqrt(hidden) instead of 0.02"),
     "lr-3e-3": ({"train.learning_rate": 3e-3}, "peak learning rate 3e-3"),
@@ -96,7 +103,8 @@ def read_probes(run: Path) -> list[dict]:
     return [r for r in rows if "heldout_auc_unigram" in r or "heldout_mlm_acc" in r]
 
 
-def variant_config(overrides: dict, seed: int, seq_len: int, vocab_size: int) -> PretrainConfig:
+def variant_config(overrides: dict, seed: int, seq_len: int, vocab_size: int,
+                   budget_steps: int = BUDGET_STEPS) -> PretrainConfig:
     """The variant's config, its steps set to what the budget buys and warm-up 10% of them."""
     def build(extra: dict) -> PretrainConfig:
         cfg = PretrainConfig.from_preset("tiny")
@@ -109,17 +117,19 @@ def variant_config(overrides: dict, seed: int, seq_len: int, vocab_size: int) ->
         return sum(objective_step_flops(cfg.model, cfg.objective, cfg.train.batch_size,
                                         seq_len).values())
 
-    budget = BUDGET_STEPS * step_flops(build({}))
+    budget = budget_steps * step_flops(build({}))
     cfg = build(overrides)
     cfg.train.steps = max(1, round(budget / step_flops(cfg)))
     cfg.train.warmup_steps = max(1, cfg.train.steps // 10)
     return cfg
 
 
-def run_variant(name: str, overrides: dict, data_dir: Path, work: Path, seed: int) -> dict:
-    run = work / "runs" / f"{name}-s{seed}"
+def run_variant(name: str, overrides: dict, data_dir: Path, work: Path, seed: int,
+                budget_steps: int = BUDGET_STEPS) -> dict:
+    budget_tag = "" if budget_steps == BUDGET_STEPS else f"-b{budget_steps}"
+    run = work / "runs" / f"{name}{budget_tag}-s{seed}"
     data = PretrainingDataset(data_dir, "train")
-    cfg = variant_config(overrides, seed, data.seq_len, data.vocab_size)
+    cfg = variant_config(overrides, seed, data.seq_len, data.vocab_size, budget_steps)
     steps = cfg.train.steps
     cfg.train.eval_every = max(1, steps // 8)
     cfg.train.save_every = max(1, steps // 4)
@@ -133,8 +143,8 @@ def run_variant(name: str, overrides: dict, data_dir: Path, work: Path, seed: in
         (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     summary = json.loads((run / "summary.json").read_text())
     probes = read_probes(run)
-    return {"name": name, "seed": seed, "steps": summary["steps"], "flops": summary["flops"],
-            "train_seconds": summary["train_seconds"], "curve": probes,
+    return {"name": name + budget_tag, "seed": seed, "steps": summary["steps"],
+            "flops": summary["flops"], "train_seconds": summary["train_seconds"], "curve": probes,
             "final": probes[-1] if probes else {}}
 
 
@@ -191,6 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", help="comma-separated variant names (default: all)")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds (default: 1)")
     parser.add_argument("--corpus", nargs="+", help="text instead of the demo's Wikipedia")
+    parser.add_argument("--budget-steps", type=int, default=BUDGET_STEPS,
+                        help="the budget in steps of the demo's tiny ELECTRA (default "
+                             f"{BUDGET_STEPS}; runs with another budget are cached apart)")
     args = parser.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -204,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         overrides, what = VARIANTS[name]
         for seed in (int(s) for s in args.seeds.split(",")):
-            row = run_variant(name, overrides, data_dir, work, seed)
+            row = run_variant(name, overrides, data_dir, work, seed, args.budget_steps)
             rows.append({**row, "what": what})
             (work / "results.md").write_text(markdown(rows, counts))
     result = {"bigram_pmi": counts,

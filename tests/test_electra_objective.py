@@ -312,3 +312,24 @@ def test_base_rate_bias_init_is_refused_where_not_every_token_is_scored():
         cfg.validate()
     with pytest.raises(ElectraError, match="objective.disc_bias_init"):
         ObjectiveConfig(disc_bias_init="half").validate()
+
+
+def test_paper_presets_keep_the_official_bias_and_positions():
+    for preset in ("tiny", "small", "base", "large"):
+        cfg = PretrainConfig.from_preset(preset)
+        assert cfg.objective.disc_bias_init == "zero"
+        assert cfg.model.position_bias == "none"
+
+
+def test_tiny_local_preset_is_tiny_plus_its_two_departures():
+    tiny, local = PretrainConfig.from_preset("tiny"), PretrainConfig.from_preset("tiny-local")
+    assert dataclasses.replace(local.model, position_bias="none",
+                               alibi_max_slope=None) == tiny.model
+    assert (local.model.position_bias, local.model.alibi_max_slope) == ("alibi", 1.0)
+    assert local.objective.disc_bias_init == "base-rate"
+    assert local.train == tiny.train
+    local.validate()
+    local.objective.name = "mlm"
+    from electra.errors import ElectraError
+    with pytest.raises(ElectraError, match="disc_bias_init=zero"):
+        local.validate()

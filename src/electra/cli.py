@@ -85,7 +85,8 @@ def _add_pretrain(sub) -> None:
                        "and, at the end, the objective's models under OUT/final/ (Hugging Face "
                        "format; ELECTRA: discriminator and generator). Run under `torchrun` "
                        "for several processes.")
-    p.add_argument("--preset", default="tiny", help="tiny, small, base or large (Table 5.1)")
+    p.add_argument("--preset", default="tiny", help="tiny, tiny-local (ours, for CPUs; see "
+                   "README: Presets), small, base or large (Table 5.1)")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES,
                    help="pre-training objective (default: electra); other objective settings "
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
