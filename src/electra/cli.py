@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from electra.config import OBJECTIVE_NAMES
+from electra.config import DEMO_PRESETS, OBJECTIVE_NAMES
 from electra.errors import ElectraError
 
 
@@ -196,14 +196,17 @@ def _run_flops(args) -> None:
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="the whole pipeline on a real corpus in a few minutes",
                        description="Fetch a small English Wikipedia corpus (or use --corpus), "
-                       "train a vocabulary, prepare data, pre-train the tiny preset, evaluate "
-                       "on held-out text, export, and print a summary.")
+                       "train a vocabulary, prepare data, pre-train the tiny (or tiny-local) "
+                       "preset, evaluate on held-out text, export, and print a summary.")
     p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
     p.add_argument("--out", default="runs/demo")
     p.add_argument("--steps", type=int, default=None, help="default: a few minutes' worth")
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny",
+                   help="tiny (exports load in transformers) or tiny-local (learns context "
+                        "sooner; README: Presets)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run_demo)
 
@@ -213,7 +216,7 @@ def _run_demo(args) -> None:
 
     run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
              vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
-             overwrite=args.overwrite)
+             overwrite=args.overwrite, preset=args.preset)
 
 
 def _add_finetune_flags(p, train: bool) -> None:

@@ -138,6 +138,9 @@ PRESETS: dict[str, Preset] = {
                     bert_steps=464_000),
 }
 
+# What `electra demo --preset` offers: `tiny`, and `tiny-local`, which learns context sooner.
+DEMO_PRESETS = ("tiny", "tiny-local")
+
 
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model
 
-from electra.config import PretrainConfig
+from electra.config import DEMO_PRESETS, PretrainConfig
 from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
 from electra.errors import ElectraError
@@ -48,7 +48,7 @@ def _data_is_current(data_dir: Path, corpus: list[str], vocab_dir: Path) -> bool
 
 def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              steps: int | None = None, vocab_size: int = 8192, batch_size: int | None = None,
-             seed: int = 1, overwrite: bool = False) -> dict[str, Any]:
+             seed: int = 1, overwrite: bool = False, preset: str = "tiny") -> dict[str, Any]:
     from electra.demo_corpus import fetch_wiki_corpus
     from electra.tokenizer import train_vocab, vocab_checksum
 
@@ -80,7 +80,9 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     train_data = PretrainingDataset(data_dir, "train")
     heldout = PretrainingDataset(data_dir, "heldout")
 
-    cfg = PretrainConfig.from_preset("tiny")
+    if preset not in DEMO_PRESETS:
+        raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
+    cfg = PretrainConfig.from_preset(preset)
     cfg.train.steps = steps or DEFAULT_STEPS
     cfg.train.batch_size = batch_size or DEFAULT_BATCH
     cfg.train.warmup_steps = max(1, cfg.train.steps // 10)
@@ -89,7 +91,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     cfg.train.seed = seed
     run_dir = out / "pretrain"
     shutil.rmtree(run_dir, ignore_errors=True)  # a demo always trains from scratch
-    _stage(f"pre-training tiny ELECTRA for {cfg.train.steps} steps "
+    _stage(f"pre-training {preset} ELECTRA for {cfg.train.steps} steps "
            f"(batch {cfg.train.batch_size} x {SEQ_LEN} tokens)")
     summary = pretrain(cfg, data_dir, run_dir)
 
@@ -139,6 +141,7 @@ def heldout_probes(run_dir: Path) -> list[dict[str, Any]]:
 def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
     b, a = r["heldout_untrained"], r["heldout_trained"]
     rows = [
+        ("preset", cfg.preset),
         ("steps", f"{r['steps']:,} (batch {cfg.train.batch_size} x {SEQ_LEN} tokens)"),
         ("tokens", f"{r['tokens']:,} (padding included)"),
         ("training FLOPs", f"{r['train_flops']:.3e} (section 5.2.2 rules)"),
@@ -165,5 +168,7 @@ def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
     lines += ["", "model written to:"]
     for name, path in r["final"].items():
         cls = "ElectraForPreTraining" if name == "discriminator" else "ElectraForMaskedLM"
-        lines.append(f"  {name:<14} {path}  (transformers.{cls}.from_pretrained)")
+        loads_with = (f"transformers.{cls}.from_pretrained" if cfg.model.position_bias == "none"
+                      else "electra finetune/score; transformers would ignore its ALiBi bias")
+        lines.append(f"  {name:<14} {path}  ({loads_with})")
     return "\n".join(lines)
