@@ -8,10 +8,13 @@ and Pearson (STS-B) as GLUE reports them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 from electra.tasks.base import Example, read_delimited
 from electra.tasks.sentence import SentenceTask
 
@@ -135,6 +138,23 @@ class GlueTask(SentenceTask):
             examples.append(Example(index=len(examples), texts=texts, label=label, uid=uid,
                                     where=where))
         return examples
+
+    def write_test(self, out_dir: Path, data_dir: str | Path,
+                   predict: Callable[[list[Example]], list[Any]]) -> list[str]:
+        """The GLUE server's TSVs ("index<TAB>prediction"; CoLA.tsv, MNLI-m.tsv, ...); for MNLI
+        also AX.tsv, the diagnostic set scored by the MNLI model, when DATA has it."""
+        jobs = [(self.read(data_dir, split), filename)
+                for split, filename in zip(self.test_splits, self.spec.submission, strict=True)]
+        diagnostic = Path(data_dir) / "diagnostic" / "diagnostic.tsv"
+        if self.name == "MNLI" and diagnostic.is_file():
+            jobs.append((self.read_test_file(diagnostic), "AX.tsv"))
+        written = []
+        for examples, filename in jobs:
+            rows = [f"{ex.uid}\t{self.format_prediction(pred)}\n"
+                    for ex, pred in zip(examples, predict(examples), strict=True)]
+            written.append(str(write_atomic(Path(out_dir) / filename,
+                                            "index\tprediction\n" + "".join(rows))))
+        return written
 
     def format_prediction(self, pred) -> str:
         if self.regression:  # the GLUE server expects STS-B scores within [0, 5]
