@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from electra.multitask.commands import add_significance
+from electra.multitask.significance import add_significance
 from electra.multitask.strategies import SingleOverrides, load_task_results, run_strategy
 from electra.multitask.train import MultitaskSettings
 

@@ -385,7 +385,7 @@ def test_distilled_student_trains_on_the_teacher_at_lambda_zero(
 
 def test_single_to_multi_strategy_and_significance(tiny_model: Path, glue_like: Path,
                                                    tmp_path: Path) -> None:
-    from electra.multitask.commands import add_significance
+    from electra.multitask.significance import add_significance
     from electra.multitask.strategies import SingleOverrides, load_task_results
 
     settings = _settings(epochs=1)
@@ -411,6 +411,16 @@ def test_single_to_multi_strategy_and_significance(tiny_model: Path, glue_like: 
     rte = json.loads((tmp_path / "ss" / "RTE" / "results.json").read_text())
     assert rte["settings"]["teacher"].endswith("stages/1-single/RTE/model")
     assert ss["tasks"]["RTE"]["metric"] == "accuracy"
+    # Multi->Multi: a multi-task teacher for every task; and repeated rounds
+    mm = run_strategy(tiny_model, ["RTE", "sim"], glue_like, tmp_path / "mm", "Multi→Multi",
+                      settings)
+    assert mm["teachers"] == {t: str(tmp_path / "mm" / "stages" / "1-multi" / "model")
+                              for t in ("RTE", "sim")}
+    rounds = run_strategy(tiny_model, ["RTE"], glue_like, tmp_path / "r",
+                          "single-multi-single-multi", settings, single=single)
+    assert rounds["teachers"]["RTE"].endswith("stages/3-single/RTE/model")
+    assert sorted(p.name for p in (tmp_path / "r" / "stages").iterdir()) == [
+        "1-single", "2-multi", "3-single"]
 
 
 # --- bad input: one clear error, nothing written ----------------------------------------------

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.fileutil import write_atomic
 
 
 def add_multitask(sub) -> None:
@@ -95,25 +94,9 @@ def run_command(args) -> None:
                        args.strategy, settings, teachers, single,
                        not args.quiet and sys.stderr.isatty())
     if baselines:
+        from electra.multitask.significance import add_significance
+
         res = add_significance(Path(args.out), baselines, args.bootstrap_samples)
     print(json.dumps({"average": res["average"], "glue_score": res["glue_score"],
                       "tasks": {k: v["median"] for k, v in res["tasks"].items()},
                       "results": f"{args.out}/results.json"}))
-
-
-def add_significance(out: Path, baselines: dict[str, dict[str, dict]],
-                     samples: int = 1000) -> dict:
-    """Paired bootstrap of the run in OUT against each baseline on each task's dev set,
-    Holm-Bonferroni over all comparisons; written into OUT/results.json."""
-    from electra.multitask.significance import compare
-    from electra.multitask.strategies import load_task_results
-
-    model = load_task_results(out)
-    metrics = {t: r["primary_metric"] for t, r in model.items()}
-    tests = compare(model, baselines, metrics, samples)
-    path = out / "results.json"
-    res = json.loads(path.read_text())
-    res["significance"] = {"test": "paired bootstrap (one-sided), Holm-Bonferroni",
-                           "samples": samples, "by_task": tests}
-    write_atomic(path, json.dumps(res, indent=2) + "\n")
-    return res

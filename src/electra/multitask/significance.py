@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 from electra.tasks.sentence import METRICS
 
 
@@ -101,3 +102,20 @@ def compare(model: dict[str, dict], baselines: dict[str, dict[str, dict]],
         out.setdefault(task, {})[name] = {**test, "p_holm": p_holm,
                                           "stars": stars(p_holm) if test["delta"] > 0 else ""}
     return out
+
+
+def add_significance(out: Path, baselines: dict[str, dict[str, dict]],
+                     samples: int = 1000) -> dict:
+    """Paired bootstrap of the run in OUT against each baseline on each task's dev set,
+    Holm-Bonferroni over all comparisons; written into OUT/results.json."""
+    from electra.multitask.strategies import load_task_results
+
+    model = load_task_results(out)
+    metrics = {t: r["primary_metric"] for t, r in model.items()}
+    tests = compare(model, baselines, metrics, samples)
+    path = out / "results.json"
+    res = json.loads(path.read_text())
+    res["significance"] = {"test": "paired bootstrap (one-sided), Holm-Bonferroni",
+                           "samples": samples, "by_task": tests}
+    write_atomic(path, json.dumps(res, indent=2) + "\n")
+    return res
