@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from electra.errors import ElectraError
-from electra.finetune.loop import FinetuneSettings, TrainPlan, evaluate, finetune, train_model
-from electra.finetune.predict import predict
+from electra.finetune.loop import FinetuneSettings, TrainPlan, finetune, train_model
+from electra.finetune.predict import evaluate, predict
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, collate_mixture
 from electra.multitask.sampling import MixtureSampler, task_probabilities
@@ -349,12 +349,12 @@ def test_teacher_predictions_are_cached_and_reused(tiny_model: Path, glue_like: 
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert res["teachers"] == {"RTE": str(rte_teacher), "CoLA": None}
 
-    import electra.finetune.loop as loop
+    import electra.finetune.predict as inference
 
     def no_teacher_runs(*args, **kwargs):
         raise AssertionError("the teacher ran again")
 
-    monkeypatch.setattr(loop, "load_teacher_view", no_teacher_runs)
+    monkeypatch.setattr(inference, "load_teacher_view", no_teacher_runs)
     run_multitask(tiny_model, ["RTE", "CoLA"], glue_like, tmp_path / "b", settings,
                   [rte_teacher])
     # other data (a different training subset) is another cache entry

@@ -335,7 +335,7 @@ def _run_finetune(args) -> None:
 
 
 def _run_evaluate(args) -> None:
-    from electra.finetune.loop import evaluate
+    from electra.finetune.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False), args.max_seq_len)

@@ -96,13 +96,14 @@ def match_teachers(teacher_dirs: list[str | Path], tasks: dict[str, Task],
     matched: dict[str, Path] = {}
     for d in map(Path, teacher_dirs):
         info = read_finetune_info(d)
+        known = [state["name"] for state in teacher_tasks(info)]
+        if not set(known) & set(tasks):
+            raise ElectraError(f"teacher {d} was fine-tuned on {', '.join(known)}, which is not "
+                               f"one of the student's tasks ({', '.join(tasks)})")
         for state in teacher_tasks(info):
             name = state["name"]
             if name not in tasks:
-                if len(teacher_tasks(info)) > 1:
-                    continue  # a multi-task teacher may know more tasks than the student
-                raise ElectraError(f"teacher {d} was fine-tuned on {name}, which is not one of "
-                                   f"the student's tasks ({', '.join(tasks)})")
+                continue  # a multi-task teacher may know more tasks than the student
             if list(state.get("labels", [])) != list(tasks[name].labels):
                 raise ElectraError(f"teacher {d} for {name} has labels {state.get('labels')}, "
                                    f"the student's training data has {tasks[name].labels}")
@@ -119,7 +120,8 @@ def teacher_predictions(teacher_dir: Path, task_name: str, examples: list[Exampl
                         max_seq_len: int, settings, device: torch.device) -> list:
     """Per example: the teacher's logits (classification) or its prediction in label units
     (regression). Read from TEACHER/teacher_cache/ when there, else computed and cached."""
-    from electra.finetune.loop import head_outputs, load_teacher_view
+    from electra.finetune.loop import head_outputs
+    from electra.finetune.predict import load_teacher_view
 
     checksum = data_checksum(task_name, examples, max_seq_len)
     cache = teacher_dir / CACHE_DIR / f"{task_name}-{checksum}.json"

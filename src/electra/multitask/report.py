@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import statistics
 
-from electra.tasks.glue import GLUE_SCORE_TASKS
+from electra.tasks.glue import GLUE_SCORE_TASKS, glue_score
 
 
 def task_summary(primary: dict[str, tuple[str, float]]) -> dict:
     """{task: (metric, score)} -> average (x100) over all tasks and the GLUE score (x100) over
     the GLUE-score tasks present (None when there are none)."""
-    scored = [t for t in GLUE_SCORE_TASKS if t in primary]
     return {
         "primary": {t: {"metric": m, "score": v} for t, (m, v) in primary.items()},
         "average": 100 * statistics.fmean(v for _, v in primary.values()),
-        "glue_score": (100 * statistics.fmean(primary[t][1] for t in scored)
-                       if scored else None),
-        "glue_score_tasks": scored,
+        "glue_score": glue_score({t: v for t, (_, v) in primary.items()}),
+        "glue_score_tasks": [t for t in GLUE_SCORE_TASKS if t in primary],
     }

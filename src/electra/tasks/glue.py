@@ -8,6 +8,7 @@ and Pearson (STS-B) as GLUE reports them.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,13 @@ SPECS: dict[str, GlueSpec] = {s.name: s for s in [
 ALIASES = {"sst": "SST-2", "sts": "STS-B", "stsb": "STS-B", "sst2": "SST-2"}
 # Section 5.2.4: WNLI is left out of the dev-set GLUE score.
 GLUE_SCORE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE")
+
+
+def glue_score(scores: dict[str, float]) -> float | None:
+    """The GLUE score in points (x100) over the GLUE-score tasks among `scores` ({task: its
+    GLUE metric}), as the papers print it; None when there are none."""
+    scored = [scores[t] for t in GLUE_SCORE_TASKS if t in scores]
+    return 100 * statistics.fmean(scored) if scored else None
 
 
 def glue_name(name: str) -> str | None:
