@@ -60,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=128, help="multi-task batch (default 128)")
     p.add_argument("--single-epochs", type=float, help="default: finetune's (10 RTE, 3 else)")
     p.add_argument("--max-seq-len", type=int, default=128)
+    p.add_argument("--length-sort", action="store_true", help="multi-task batches grouped by "
+                   "length: faster, but RTE's long inputs then rarely share a batch with others")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1)
@@ -101,7 +103,8 @@ def run_one(name: str, args, model: Path, tasks: list[str]) -> tuple[dict, float
     settings = MultitaskSettings(seeds=args.seeds, epochs=args.epochs, batch_size=args.batch_size,
                                  max_train_examples=args.max_train_examples,
                                  max_eval_examples=args.max_eval_examples,
-                                 max_seq_len=args.max_seq_len, **changes)
+                                 max_seq_len=args.max_seq_len, length_sorted=args.length_sort,
+                                 **changes)
     teachers = [args.work / "single" / t / "model" for t in tasks] if distil else None
     print(f"==> {name}", file=sys.stderr, flush=True)
     start = time.perf_counter()
@@ -153,7 +156,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"model": str(model), "random_init": args.model is None, "tasks": tasks,
               "seeds": args.seeds, "max_train_examples": args.max_train_examples,
               "epochs": args.epochs, "single_epochs": args.single_epochs,
-              "batch_size": args.batch_size, "threads": args.threads, "runs": rows,
+              "batch_size": args.batch_size, "length_sorted": args.length_sort,
+              "threads": args.threads, "runs": rows,
               "run_seconds": seconds, "table": table(rows, tasks, args.seeds)}
     (args.work / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.work / "results.md").write_text(result["table"])

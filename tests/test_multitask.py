@@ -323,6 +323,7 @@ def test_cli_multitask_and_evaluate(tiny_model: Path, glue_like: Path, tmp_path:
     assert set(printed["tasks"]) == {"RTE", "sim"}
     res = json.loads((tmp_path / "m" / "results.json").read_text())
     assert res["settings"]["task_sampling"] is False and res["settings"]["batch_size"] == 16
+    assert res["settings"]["length_sorted"] is False  # tasks mixed within batches (3.2.1)
     assert main(["evaluate", "--model", str(tmp_path / "m" / "model"), "--data",
                  str(glue_like), "--out", str(tmp_path / "e")]) == 0
 

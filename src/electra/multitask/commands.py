@@ -47,7 +47,8 @@ def add_multitask(sub) -> None:
     p.add_argument("--max-eval-examples", type=int)
     p.add_argument("--max-seq-len", type=int)
     p.add_argument("--eval-batch-size", type=int, default=128)
-    p.add_argument("--no-length-sort", action="store_true")
+    p.add_argument("--length-sort", action="store_true", help="group training batches by "
+                   "length (faster; but tasks with long inputs then get batches of their own)")
     p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
                    "multitask output directories (paired bootstrap, Holm-Bonferroni)")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
@@ -80,7 +81,7 @@ def run_command(args) -> None:
         lr=args.lr, layerwise_decay=args.layerwise_decay, size=args.size,
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         max_seq_len=args.max_seq_len, eval_batch_size=args.eval_batch_size,
-        length_sorted=not args.no_length_sort, bf16=args.bf16, device=args.device,
+        length_sorted=args.length_sort, bf16=args.bf16, device=args.device,
         save_all_seeds=args.save_all_seeds, log_every=args.log_every,
         task_sampling=not args.no_task_sampling, sampling_exponent=args.sampling_exponent,
         teacher_annealing=args.teacher_annealing)

@@ -32,7 +32,7 @@ STAGES = ("single", "multi")
 # Fields a Single stage takes from the multi-task settings; the rest is finetune's recipe
 # (Table 5.2) unless the single_* overrides say otherwise.
 _SHARED = ("seeds", "seed", "max_train_examples", "max_eval_examples", "device", "bf16",
-           "eval_batch_size", "max_seq_len", "dropout", "log_every", "length_sorted", "size",
+           "eval_batch_size", "max_seq_len", "dropout", "log_every", "size",
            "lr_decay_style", "warmup_fraction", "weight_decay", "adam_eps", "save_all_seeds",
            "tensorboard")
 

@@ -61,6 +61,9 @@ USER_TASK_FILE = "task.json"
 class MultitaskSettings(FinetuneSettings):
     batch_size: int = 128
     epochs: float | None = 6.0
+    # Section 3.2.1 mixes tasks "even within minibatches"; grouping by length would give
+    # long-input tasks (RTE) batches of their own, so it is opt-in here.
+    length_sorted: bool = False
     task_sampling: bool = True  # off: every example once per epoch, shuffled together
     sampling_exponent: float = DEFAULT_EXPONENT
     teacher_annealing: str = "on"  # on (lambda 0 -> 1), off (lambda = 0) or a fixed lambda
