@@ -326,6 +326,18 @@ def test_cli_multitask_and_evaluate(tiny_model: Path, glue_like: Path, tmp_path:
     assert res["settings"]["length_sorted"] is False  # tasks mixed within batches (3.2.1)
     assert main(["evaluate", "--model", str(tmp_path / "m" / "model"), "--data",
                  str(glue_like), "--out", str(tmp_path / "e")]) == 0
+    capsys.readouterr()
+    # significance against a baseline run (Table 3.1's stars), from the command line
+    assert main(["multitask", "--model", str(tiny_model), "--tasks", "RTE,sim", "--data",
+                 str(glue_like), "--out", str(tmp_path / "m2"), "--epochs", "1",
+                 "--batch-size", "16", "--max-seq-len", "32", "--seed", "5", "--quiet",
+                 "--compare", f"multi={tmp_path / 'm'}", "--bootstrap-samples", "50"]) == 0
+    sig = json.loads((tmp_path / "m2" / "results.json").read_text())["significance"]
+    assert set(sig["by_task"]) == {"RTE", "sim"}
+    assert set(sig["by_task"]["sim"]["multi"]) == {"delta", "p", "p_holm", "stars"}
+    assert main(["multitask", "--model", str(tiny_model), "--tasks", "RTE", "--data",
+                 str(glue_like), "--out", str(tmp_path / "m3"), "--compare", "oops"]) == 1
+    assert "NAME=DIR" in capsys.readouterr().err and not (tmp_path / "m3").exists()
 
 
 @pytest.fixture(scope="module")
