@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--epochs", type=float, default=6.0, help="multi-task epochs (default 6)")
     p.add_argument("--batch-size", type=int, default=128, help="multi-task batch (default 128)")
     p.add_argument("--single-epochs", type=float, help="default: finetune's (10 RTE, 3 else)")
+    p.add_argument("--lr", type=float, help="multi-task lr (default: by size, 3e-4 for tiny)")
+    p.add_argument("--single-lr", type=float, help="Single lr (default: finetune's)")
     p.add_argument("--max-seq-len", type=int, default=128)
     p.add_argument("--length-sort", action="store_true", help="multi-task batches grouped by "
                    "length: faster, but RTE's long inputs then rarely share a batch with others")
@@ -104,12 +106,12 @@ def run_one(name: str, args, model: Path, tasks: list[str]) -> tuple[dict, float
                                  max_train_examples=args.max_train_examples,
                                  max_eval_examples=args.max_eval_examples,
                                  max_seq_len=args.max_seq_len, length_sorted=args.length_sort,
-                                 **changes)
+                                 lr=args.lr, **changes)
     teachers = [args.work / "single" / t / "model" for t in tasks] if distil else None
     print(f"==> {name}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     res = run_strategy(model, tasks, args.glue, out, strategy, settings, teachers,
-                       SingleOverrides(epochs=args.single_epochs))
+                       SingleOverrides(epochs=args.single_epochs, lr=args.single_lr))
     return res, round(time.perf_counter() - start, 1)
 
 
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
             rows[name]["significance"] = sig["significance"]["by_task"]
     result = {"model": str(model), "random_init": args.model is None, "tasks": tasks,
               "seeds": args.seeds, "max_train_examples": args.max_train_examples,
-              "epochs": args.epochs, "single_epochs": args.single_epochs,
+              "epochs": args.epochs, "single_epochs": args.single_epochs, "lr": args.lr,
+              "single_lr": args.single_lr, "max_seq_len": args.max_seq_len,
               "batch_size": args.batch_size, "length_sorted": args.length_sort,
               "threads": args.threads, "runs": rows,
               "run_seconds": seconds, "table": table(rows, tasks, args.seeds)}
