@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from electra.config import PretrainConfig
-from electra.finetune.data import collate, feature_lengths, padded_tokens, train_batches
+from electra.finetune.data import feature_lengths, padded_tokens, train_batches
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.loop import FinetuneSettings, predict_examples, train_step
 from electra.finetune.optim import build_optimizer
@@ -109,7 +109,7 @@ def time_training(preset: str, task: Task, features: list[dict], batches: list[l
     for timed in (False, True):
         for idx in batches:
             start = time.perf_counter()
-            batch = collate([features[i] for i in idx])
+            batch = task.collate([features[i] for i in idx])
             train_step(model, task, batch, opt, sched, bf16)
             elapsed = time.perf_counter() - start
             if timed:

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.finetune import loop as finetune_loop
 from electra.finetune.data import eval_batches, padded_tokens, train_batches
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.loop import FinetuneSettings, finetune, predict_examples
 from electra.finetune.model_io import load_source
 from electra.tasks import get_task
 from electra.tasks.base import Example
+from electra.tasks.sentence import SentenceTask
 
 GLUE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "glue"
 
@@ -102,15 +102,15 @@ def test_training_uses_length_sorted_batches(tiny_model: Path, tmp_path: Path,
     """The setting reaches the loop: the padded shapes it trains on shrink with sorting, the
     same examples are seen, and a rerun with the same seed gives identical dev predictions."""
     seen: list[tuple[int, int]] = []
-    real = finetune_loop.collate
+    real = SentenceTask.collate
 
-    def recording(features, pad_id=0):
-        batch = real(features, pad_id)
+    def recording(self, features, pad_id=0):
+        batch = real(self, features, pad_id)
         if len(features) <= 32:  # training batches (eval batches are 128)
             seen.append((batch["attention_mask"].numel(), int(batch["attention_mask"].sum())))
         return batch
 
-    monkeypatch.setattr(finetune_loop, "collate", recording)
+    monkeypatch.setattr(SentenceTask, "collate", recording)
     base = dict(max_train_examples=320, max_eval_examples=64, eval_batch_size=128, epochs=1)
     totals = {}
     for sorted_ in (True, False):

@@ -12,8 +12,8 @@ import pytest
 from electra.cli import main
 from electra.tasks import get_task
 from electra.tasks.squad import split_squad_file
-from electra.tasks.squad_data import load_squad_json
-from electra.tasks.squad_eval import evaluate_v1, evaluate_v2
+from electra.tasks.squad.data import load_squad_json
+from electra.tasks.squad.metrics import evaluate_v1, evaluate_v2
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"
 FAST = ("--max-seq-len", 128, "--doc-stride", 64, "--max-query-len", 32, "--epochs", 1,

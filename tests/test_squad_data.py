@@ -12,7 +12,7 @@ import torch
 from tokenizers import Tokenizer
 
 from electra.errors import ElectraError
-from electra.tasks.squad_data import (
+from electra.tasks.squad.data import (
     SquadAnswer,
     SquadExample,
     collate_features,

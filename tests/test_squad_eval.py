@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from electra.tasks.squad_eval import (
+from electra.tasks.squad.metrics import (
     evaluate_v1,
     evaluate_v2,
     exact_match,

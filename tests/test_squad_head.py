@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from electra.config import ModelConfig
 from electra.model.encoder import Encoder
-from electra.tasks.squad_data import (
+from electra.tasks.squad.data import (
     SquadAnswer,
     SquadExample,
     SquadFeature,
@@ -22,8 +22,7 @@ from electra.tasks.squad_data import (
     load_squad_json,
     read_squad,
 )
-from electra.tasks.squad_eval import evaluate_v1, evaluate_v2
-from electra.tasks.squad_head import (
+from electra.tasks.squad.head import (
     RawPrediction,
     SquadHead,
     postprocess_predictions,
@@ -31,6 +30,7 @@ from electra.tasks.squad_head import (
     write_na_probs,
     write_predictions,
 )
+from electra.tasks.squad.metrics import evaluate_v1, evaluate_v2
 from electra.tokenizer import load_tokenizer, train_vocab
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"

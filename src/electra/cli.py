@@ -339,7 +339,7 @@ def _run_finetune(args) -> None:
 
 
 def _run_evaluate(args) -> None:
-    from electra.finetune.loop import evaluate
+    from electra.finetune.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False), args.max_seq_len)
@@ -473,8 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
         "compute. Each subcommand has its own --help.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from electra.multitask.commands import add_multitask  # BAM: its own module
+
     for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops,
-                _add_finetune, _add_score, _add_minimal_pairs, _add_rerank, _add_plot):
+                _add_finetune, add_multitask, _add_score, _add_minimal_pairs, _add_rerank,
+                _add_plot):
         add(sub)
     return parser
 

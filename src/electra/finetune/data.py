@@ -6,35 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from electra.tasks.squad_data import collate_features
+from electra.tasks.base import pad_collate as collate  # noqa: F401  (the sentence/token collate)
 
 # Batches per sorting chunk for length-sorted training (as Hugging Face's group_by_length, whose
 # "megabatches" are at most 50 batches).
 SORT_CHUNK_BATCHES = 50
-
-
-def collate(features: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
-    if "span" in features[0]:  # SQuAD windows: p_mask and start/end/is_impossible targets
-        return collate_features([f["span"] for f in features], pad_id)
-    longest = max(len(f["input_ids"]) for f in features)
-    n = len(features)
-    ids = torch.full((n, longest), pad_id, dtype=torch.long)
-    types = torch.zeros((n, longest), dtype=torch.long)
-    mask = torch.zeros((n, longest), dtype=torch.long)
-    token_level = isinstance(features[0]["labels"], list)
-    if token_level:
-        labels = torch.full((n, longest), -100, dtype=torch.long)
-    for i, f in enumerate(features):
-        k = len(f["input_ids"])
-        ids[i, :k] = torch.tensor(f["input_ids"])
-        types[i, :k] = torch.tensor(f["token_type_ids"])
-        mask[i, :k] = 1
-        if token_level:
-            labels[i, :k] = torch.tensor(f["labels"])
-    if not token_level:
-        dtype = torch.float if isinstance(features[0]["labels"], float) else torch.long
-        labels = torch.tensor([f["labels"] for f in features], dtype=dtype)
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}
 
 
 def feature_lengths(features: list[dict]) -> list[int]:
@@ -50,8 +26,16 @@ def train_batches(lengths: list[int], batch_size: int, generator: torch.Generato
     shuffled: batches hold similar lengths, so dynamic padding wastes little, while the chunking
     keeps which examples share a batch random (as Hugging Face's group_by_length does with
     "megabatches"). Deterministic for a generator state."""
-    num = len(lengths)
-    order = torch.randperm(num, generator=generator).tolist()
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    return batches_from_order(order, lengths, batch_size, generator, length_sorted, chunk_batches)
+
+
+def batches_from_order(order: list[int], lengths: list[int], batch_size: int,
+                       generator: torch.Generator, length_sorted: bool = True,
+                       chunk_batches: int = SORT_CHUNK_BATCHES) -> list[list[int]]:
+    """Cut a random order into batches (see `train_batches`); shared with the multi-task
+    sampler, whose order repeats examples of small tasks."""
+    num = len(order)
     if not length_sorted:
         return [order[s:s + batch_size] for s in range(0, num, batch_size)]
     chunk = batch_size * max(1, chunk_batches)

@@ -5,12 +5,11 @@ CoLA, Spearman for STS-B, matched accuracy for MNLI and accuracy elsewhere, WNLI
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
-from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name
+from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name, glue_score
 
 
 def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str]:
@@ -45,8 +44,7 @@ def run_glue(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
         "task": "glue",
         "tasks": per_task,
         # In points (x100), as the papers print it; over the tasks run, WNLI excluded.
-        "glue_score": (100 * statistics.fmean(per_task[t]["median"] for t in scored)
-                       if scored else None),
+        "glue_score": glue_score({t: r["median"] for t, r in per_task.items()}),
         "glue_score_tasks": scored,
         "complete": len(scored) == len(GLUE_SCORE_TASKS),
     }

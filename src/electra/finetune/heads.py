@@ -1,18 +1,23 @@
-"""Task heads and the encoder + head model.
+"""Task heads and the encoder + head models.
 
 Table 5.2 / the official implementation: a linear layer on the final hidden state of [CLS]
 (no pooler) with dropout 0.1 for sentence tasks; the same per token for tagging; XLNet's SQuAD
-head for span extraction (ELECTRA paper section 3.1).
+head for span extraction (ELECTRA paper section 3.1); for multi-task regression a size-1 layer
+with a sigmoid on labels normalised to [0, 1] (dissertation section 3.2.1).
+
+Every head takes (hidden states, batch) and splits its batched output into per-feature rows
+(`rows`), so the loop never asks which kind of head it runs.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
 from electra.errors import ElectraError
 from electra.model.encoder import Encoder, init_weights
-from electra.tasks.squad_head import SquadHead, SquadHeadOutput
+from electra.tasks.squad.head import SquadHead, SquadHeadOutput, split_outputs
 
 
 class SequenceHead(nn.Module):
@@ -21,18 +26,28 @@ class SequenceHead(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden, num_outputs)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
         return self.out(self.dropout(hidden[:, 0]))
 
+    def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
+        values = output.float().cpu().numpy()
+        return list(values)
 
-class TokenHead(nn.Module):
-    def __init__(self, hidden: int, num_outputs: int, dropout: float):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden, num_outputs)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+class RegressionHead(SequenceHead):
+    """sigmoid(w^T c): a prediction in [0, 1], the normalised label scale (section 3.2.1)."""
+
+    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
+        return torch.sigmoid(super().forward(hidden, batch).float())
+
+
+class TokenHead(SequenceHead):
+    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
         return self.out(self.dropout(hidden))
+
+    def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
+        values = output.float().cpu().numpy()
+        return [values[row, :n] for row, n in enumerate(lengths)]
 
 
 class SpanHead(SquadHead):
@@ -49,24 +64,59 @@ class SpanHead(SquadHead):
         return super().forward(hidden, batch["p_mask"], batch["start_positions"],
                                batch["end_positions"], batch["is_impossible"])
 
+    def rows(self, output: SquadHeadOutput, lengths: list[int]) -> list:
+        return split_outputs(output)
 
-HEADS = {"sequence": SequenceHead, "token": TokenHead, "span": SpanHead}
+
+HEADS = {"sequence": SequenceHead, "regression": RegressionHead, "token": TokenHead,
+         "span": SpanHead}
+
+
+def make_head(kind: str, hidden: int, num_outputs: int, dropout: float,
+              initializer_range: float) -> nn.Module:
+    if kind not in HEADS:
+        raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
+    head = HEADS[kind](hidden, num_outputs, dropout)
+    init_weights(head, initializer_range)
+    return head
 
 
 class FinetuneModel(nn.Module):
     """Encoder + task head; `task_head` is the name the layer-wise LR rule looks for."""
 
-    def __init__(self, encoder: Encoder, head_kind: str, num_outputs: int, dropout: float = 0.1):
+    def __init__(self, encoder: Encoder, head_kind: str, num_outputs: int, dropout: float = 0.1,
+                 head: nn.Module | None = None):
         super().__init__()
-        if head_kind not in HEADS:
-            raise ElectraError(f"no head for {head_kind!r} tasks (have {', '.join(HEADS)})")
         self.encoder = encoder
-        self.task_head = HEADS[head_kind](encoder.config.hidden_size, num_outputs, dropout)
-        init_weights(self.task_head, encoder.config.initializer_range)
+        self.task_head = head or make_head(head_kind, encoder.config.hidden_size, num_outputs,
+                                           dropout, encoder.config.initializer_range)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | SquadHeadOutput:
         hidden = self.encoder(batch["input_ids"], batch["token_type_ids"],
                               batch["attention_mask"])
-        if isinstance(self.task_head, SpanHead):
-            return self.task_head(hidden, batch)
-        return self.task_head(hidden)
+        return self.task_head(hidden, batch)
+
+
+class MultitaskModel(nn.Module):
+    """One shared encoder, one head per task (`task_heads.<task>`, layer-wise LR depth 0, as
+    `task_head`). A batch mixes tasks (section 3.2.1: "shuffled together, even within
+    minibatches"): the encoder runs once over all rows, each head over the rows of its task
+    (the official code runs every head on every row and masks the losses; same result)."""
+
+    def __init__(self, encoder: Encoder, heads: dict[str, nn.Module]):
+        super().__init__()
+        self.encoder = encoder
+        self.task_heads = nn.ModuleDict(heads)
+
+    def forward(self, batch: dict) -> dict[str, torch.Tensor]:
+        hidden = self.encoder(batch["input_ids"], batch["token_type_ids"],
+                              batch["attention_mask"])
+        return {name: self.task_heads[name](hidden[part["rows"]], part)
+                for name, part in batch["tasks"].items()}
+
+    def single(self, name: str) -> FinetuneModel:
+        """A single-task view sharing this model's encoder and `name`'s head (for prediction)."""
+        if name not in self.task_heads:
+            raise ElectraError(f"the model has no head for task {name!r} (it has "
+                               f"{', '.join(self.task_heads)})")
+        return FinetuneModel(self.encoder, "", 0, head=self.task_heads[name])

@@ -18,21 +18,21 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from electra.errors import ElectraError
-from electra.finetune.data import collate, eval_batches, feature_lengths, train_batches
+from electra.fileutil import write_atomic
+from electra.finetune.data import eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel
-from electra.finetune.model_io import load_finetuned, load_source, save_finetuned
+from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
-from electra.tasks.squad_head import split_outputs
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 
 # Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
@@ -111,54 +111,50 @@ def primary_key(task: Task) -> str:
 @torch.no_grad()
 def predict_examples(model: FinetuneModel, task: Task, examples: list[Example], tokenizer,
                      settings: FinetuneSettings, device: torch.device) -> list:
-    """One prediction per example, in input order (batches are length-sorted internally). A span
-    task gets each window's start/end beam instead of logits."""
+    """One prediction per example, in input order (batches are length-sorted internally); the
+    head splits its batched output into per-feature rows."""
     features = task.featurize(examples, tokenizer, settings.max_seq_len)
+    return task.postprocess(examples, features,
+                            head_outputs(model, task, features, tokenizer, settings, device))
+
+
+@torch.no_grad()
+def head_outputs(model: FinetuneModel, task: Task, features: list[dict], tokenizer,
+                 settings: FinetuneSettings, device: torch.device) -> list:
+    """Each feature's head output (numpy row, or a span beam), in feature order."""
     pad_id = tokenizer.token_to_id("[PAD]") or 0
-    outputs: list[np.ndarray | None] = [None] * len(features)
+    outputs: list = [None] * len(features)
     model.eval()
     for idx in eval_batches(features, settings.eval_batch_size):
-        batch = {k: v.to(device) for k, v in collate([features[i] for i in idx], pad_id).items()}
+        batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.bf16):
             output = model(batch)
-        if task.head_kind == "span":
-            rows = split_outputs(output)
-        else:
-            logits = output.float().cpu().numpy()
-            rows = [logits[row, :len(features[i]["input_ids"])] if logits.ndim == 3
-                    else logits[row] for row, i in enumerate(idx)]
+        rows = model.task_head.rows(output, [len(features[i]["input_ids"]) for i in idx])
         for row, i in zip(rows, idx, strict=True):
             outputs[i] = row
-    return task.postprocess(examples, features, outputs)
+    return outputs
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    """A (possibly nested, for multi-task batches) dict of tensors on `device`."""
+    return {k: to_device(v, device) if isinstance(v, dict) else v.to(device)
+            for k, v in batch.items()}
 
 
 def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir: Path,
                     prefix: str = "") -> tuple[dict[str, float], dict[str, str]]:
-    """Scores on each evaluation split and the path of its predictions file."""
+    """Scores on each evaluation split and the path(s) of its predictions file(s): the task
+    writes its own format (JSON lines; SQuAD: the official JSON + na_probs)."""
     scores: dict[str, float] = {}
     paths: dict[str, str] = {}
     for split, examples in eval_sets.items():
         preds = predict_examples(model, task, examples, tokenizer, settings, device)
         for metric, value in task.score(examples, preds).items():
             scores[_metric_key(split, metric, task)] = value
-        if task.head_kind == "span":  # the official SQuAD files
-            written = task.write_official(out_dir, f"{prefix}{split}", examples, preds)
-            paths[split] = written["predictions"]
-            if "na_probs" in written:
-                paths[f"{split}_na_probs"] = written["na_probs"]
-            continue
-        path = out_dir / f"{prefix}{split}_predictions.jsonl"
-        write_predictions(path, task, examples, preds)
-        paths[split] = str(path)
+        for kind, path in task.write_predictions(out_dir, f"{prefix}{split}", examples,
+                                                 preds).items():
+            paths[split if kind == "predictions" else f"{split}_{kind}"] = path
     return scores, paths
-
-
-def write_predictions(path: Path, task: Task, examples: list[Example], preds: list) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for ex, pred in zip(examples, preds, strict=True):
-            f.write(json.dumps({"index": ex.index, "prediction": pred,
-                                "label": task.gold(ex)}) + "\n")
 
 
 def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor], opt, sched,
@@ -179,44 +175,67 @@ def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor],
     return loss.detach(), logits
 
 
-def _train(model: FinetuneModel, task: Task, features: list[dict], settings: FinetuneSettings,
-           lr: float, decay: float, epochs: float, seed: int, device: torch.device,
-           pad_id: int, show_progress: bool, logger: MetricsLogger) -> tuple[float, int]:
+@dataclass
+class TrainPlan:
+    """What one training run iterates, so single-task, multi-task and distilled training share
+    `train_model`: `epoch(gen)` gives one epoch of batches (index lists), `collate(idx,
+    progress)` the batch (with distillation targets for the fraction `progress` of training
+    done), and `objective` the loss and accuracy counts (a Task, or a mixture of tasks)."""
+
+    name: str
+    steps_per_epoch: int
+    epoch: Callable[[torch.Generator], list[list[int]]]
+    collate: Callable[[list[int], float], dict]
+    objective: object
+
+
+def single_task_plan(task: Task, features: list[dict], settings: FinetuneSettings, pad_id: int,
+                     targets: Callable[[dict, list[int], float], dict] | None = None
+                     ) -> TrainPlan:
+    """Length-grouped batches of one task; `targets(batch, idx, progress)` adds distillation
+    targets when a teacher is given."""
+    lengths = feature_lengths(features)
+
+    def collate(idx: list[int], progress: float) -> dict:
+        batch = task.collate([features[i] for i in idx], pad_id)
+        return targets(batch, idx, progress) if targets else batch
+
+    return TrainPlan(task.name, math.ceil(len(features) / settings.batch_size),
+                     lambda gen: train_batches(lengths, settings.batch_size, gen,
+                                               settings.length_sorted), collate, task)
+
+
+def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, decay: float,
+                epochs: float, seed: int, device: torch.device, show_progress: bool,
+                logger: MetricsLogger) -> tuple[float, int]:
     """Train in place, logging the mean loss (and accuracy) of every `log_every` steps; returns
     the last running loss and the number of steps."""
     gen = torch.Generator().manual_seed(seed)
-    steps_per_epoch = math.ceil(len(features) / settings.batch_size)
-    total = max(1, int(math.ceil(steps_per_epoch * epochs)))
+    total = max(1, int(math.ceil(plan.steps_per_epoch * epochs)))
     opt, sched = build_optimizer(model, lr, decay, model.encoder.config.num_hidden_layers, total,
                                  settings.warmup_fraction, settings.lr_decay_style,
                                  settings.weight_decay, settings.adam_eps)
     model.train()
     step, running, correct, seen = 0, None, 0, 0
     window = _LogWindow()
-    lengths = feature_lengths(features)
-    bar = tqdm(total=total, desc=f"{task.name} seed {seed}", disable=not show_progress,
+    bar = tqdm(total=total, desc=f"{plan.name} seed {seed}", disable=not show_progress,
                dynamic_ncols=True)
     while step < total:
-        for idx in train_batches(lengths, settings.batch_size, gen, settings.length_sorted):
+        for idx in plan.epoch(gen):
             if step >= total:
                 break
-            batch = {k: v.to(device) for k, v in
-                     collate([features[i] for i in idx], pad_id).items()}
+            batch = to_device(plan.collate(idx, step / total), device)
             step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
-            loss, logits = train_step(model, task, batch, opt, sched, settings.bf16)
+            loss, logits = train_step(model, plan.objective, batch, opt, sched, settings.bf16)
             step += 1
             value = float(loss)
             running = value if running is None else 0.95 * running + 0.05 * value
-            hits = total_labels = 0
-            if task.head_kind != "span" and logits.shape[-1] > 1:  # classification or tagging
-                mask = batch["labels"] != -100
-                hits = int(((logits.argmax(-1) == batch["labels"]) & mask).sum())
-                total_labels = int(mask.sum())
-                correct, seen = correct + hits, seen + total_labels
+            hits, total_labels = plan.objective.hits(logits, batch)
+            correct, seen = correct + hits, seen + total_labels
             window.add(value, hits, total_labels)
             if step % settings.log_every == 0 or step == total:
-                logger.log({"step": step, "epoch": step / steps_per_epoch, **window.flush(),
-                            "lr": step_lr})
+                logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
+                            **window.flush(), "lr": step_lr})
             if show_progress:
                 post = {"loss": f"{running:.4f}"}
                 if seen:
@@ -250,12 +269,12 @@ class _LogWindow:
         return record
 
 
-def _summary(values: list[float]) -> dict:
+def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "mean": statistics.fmean(values),
             "std": statistics.pstdev(values) if len(values) > 1 else 0.0, "values": values}
 
 
-def _eval_sets(task: Task, data_dir, settings: FinetuneSettings) -> dict[str, list[Example]]:
+def eval_sets_of(task: Task, data_dir, settings: FinetuneSettings) -> dict[str, list[Example]]:
     sets = {}
     for split in task.eval_splits:
         examples = task.read(data_dir, split)
@@ -265,10 +284,19 @@ def _eval_sets(task: Task, data_dir, settings: FinetuneSettings) -> dict[str, li
     return sets
 
 
+# Distillation hook: (task, training examples, their features) -> targets(batch, idx, progress)
+# that adds annealed teacher targets to a training batch (electra.multitask.distill).
+TargetsFactory = Callable[[Task, list[Example], list[dict]],
+                          Callable[[dict, list[int], float], dict]]
+
+
 def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_dir: str | Path,
              settings: FinetuneSettings | None = None, show_progress: bool = False,
-             task: Task | None = None) -> dict:
-    """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json."""
+             task: Task | None = None, teacher: TargetsFactory | None = None,
+             extra_info: dict | None = None) -> dict:
+    """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With
+    `teacher`, the targets are annealed mixtures of gold labels and a teacher's predictions
+    (Single->Single distillation); `extra_info` is recorded in results.json and the model."""
     from electra.train.speed import configure_process_for_speed
 
     settings = settings or FinetuneSettings()
@@ -278,7 +306,6 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(settings.device)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
@@ -295,12 +322,15 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
         train = train[:settings.max_train_examples]
     if not train:
         raise ElectraError(f"{data_dir}: no training examples for {task.name}")
-    eval_sets = _eval_sets(task, data_dir, settings)
+    eval_sets = eval_sets_of(task, data_dir, settings)
     features = task.featurize(train, tokenizer, settings.max_seq_len)
     pad_id = tokenizer.token_to_id("[PAD]") or 0
+    plan = single_task_plan(task, features, settings, pad_id,
+                            teacher(task, train, features) if teacher else None)
+    out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
 
     resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
-                "epochs": epochs, "size": size}
+                "epochs": epochs, "size": size, **(extra_info or {})}
     per_seed, best = [], None
     key = primary_key(task)
     for k in range(settings.seeds):
@@ -313,8 +343,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
         start = time.perf_counter()
         with MetricsLogger(out / f"seed{seed}", tensorboard=settings.tensorboard,
                            tensorboard_dir=out / "tensorboard" / f"seed{seed}") as logger:
-            loss, steps = _train(model, task, features, settings, lr, decay, epochs, seed,
-                                 device, pad_id, show_progress, logger)
+            loss, steps = train_model(model, plan, settings, lr, decay, epochs, seed, device,
+                                      show_progress, logger)
             seconds = time.perf_counter() - start
             scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
                                             out / f"seed{seed}")
@@ -338,7 +368,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
         "metric_names": metric_keys,
         "primary_metric": key,
         "seeds": per_seed,
-        "summary": {m: _summary([s["scores"][m] for s in per_seed]) for m in metric_keys},
+        "summary": {m: summary([s["scores"][m] for s in per_seed]) for m in metric_keys},
         "median": {m: statistics.median([s["scores"][m] for s in per_seed])
                    for m in metric_keys},
         "settings": resolved,
@@ -348,52 +378,5 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
         "num_eval_examples": {s: len(e) for s, e in eval_sets.items()},
         "best_model": str(out / "model"),
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results
-
-
-def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
-             task_name: str | None = None, settings: FinetuneSettings | None = None,
-             max_seq_len: int | None = None) -> dict:
-    """Score a fine-tuned model on the task's dev split(s); writes results.json. The sequence
-    length is the one it was fine-tuned with unless `max_seq_len` is given."""
-    model, tokenizer, task, settings, device, out = load_for_inference(
-        model_dir, out_dir, task_name, settings, max_seq_len)
-    eval_sets = _eval_sets(task, data_dir, settings)
-    scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out)
-    results = {"task": task.name, "metric_names": list(scores), "primary_metric":
-               primary_key(task), "scores": scores, "predictions": paths,
-               "model": str(model_dir), "data": str(data_dir)}
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    return results
-
-
-def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: str | None,
-                       settings: FinetuneSettings | None, max_seq_len: int | None):
-    """(model on its device, tokenizer, task, settings, device, created out dir) for
-    `evaluate` and `predict`."""
-    model, tokenizer, info = load_finetuned(model_dir)
-    task = _restore_task(info, task_name)
-    settings = eval_settings(settings, info, max_seq_len)
-    device = resolve_device(settings.device)
-    model.to(device)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    return model, tokenizer, task, settings, device, out
-
-
-def eval_settings(settings: FinetuneSettings | None, info: dict, max_seq_len: int | None
-                  ) -> FinetuneSettings:
-    settings = dataclasses.replace(settings) if settings else FinetuneSettings()
-    settings.max_seq_len = max_seq_len or info["settings"]["max_seq_len"]
-    settings.validate()
-    return settings
-
-
-def _restore_task(info: dict, task_name: str | None) -> Task:
-    saved = info["task"]["name"]
-    task = get_task(task_name or saved, **info["task"].get("options", {}))
-    if task.name != saved:
-        raise ElectraError(f"the model was fine-tuned on {saved}, not {task.name}")
-    task.load_state(info["task"])
-    return task

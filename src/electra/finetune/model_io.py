@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from electra.errors import ElectraError
-from electra.finetune.heads import FinetuneModel
+from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
 from electra.model.encoder import Encoder
 from electra.model.hf import (
     _load_strict,
@@ -66,27 +66,37 @@ def read_finetune_info(model_dir: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
-def load_finetuned(model_dir: str | Path) -> tuple[FinetuneModel, object, dict]:
-    """(model with head, tokenizer, finetune.json) of a directory written by `save_finetuned`."""
+def load_finetuned(model_dir: str | Path
+                   ) -> tuple[FinetuneModel | MultitaskModel, object, dict]:
+    """(model with its head(s), tokenizer, finetune.json) of a directory written by
+    `save_finetuned`: a FinetuneModel, or a MultitaskModel when finetune.json lists "tasks"."""
     info = read_finetune_info(model_dir)
     check_model_dir(model_dir)
     cfg, _, state = read_model_dir(model_dir)
-    model = FinetuneModel(Encoder(cfg), info["head_kind"], info["num_outputs"])
+    encoder = Encoder(cfg)
+    if "tasks" in info:
+        model = MultitaskModel(encoder, {
+            t["task"]["name"]: make_head(t["head_kind"], cfg.hidden_size, t["num_outputs"], 0.1,
+                                         cfg.initializer_range) for t in info["tasks"]})
+    else:
+        model = FinetuneModel(encoder, info["head_kind"], info["num_outputs"])
     _load_strict(model.encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
-    head = {k[len("task_head."):]: v for k, v in state.items() if k.startswith("task_head.")}
-    _load_strict(model.task_head, head, model_dir)
+    prefix = "task_heads." if "tasks" in info else "task_head."
+    _load_strict(getattr(model, prefix[:-1]), {k[len(prefix):]: v for k, v in state.items()
+                                               if k.startswith(prefix)}, model_dir)
     return model, load_tokenizer(model_dir), info
 
 
-def save_finetuned(model: FinetuneModel, out_dir: str | Path, tokenizer_dir: str | Path,
-                   info: dict) -> Path:
+def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
+                   tokenizer_dir: str | Path, info: dict) -> Path:
     out = Path(out_dir)
     tmp = atomic_directory(out)
     try:
         cfg = hf_config(model.encoder.config, "ElectraModel")
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
         state = encoder_to_hf(model.encoder.state_dict())
-        state.update({f"task_head.{k}": v for k, v in model.task_head.state_dict().items()})
+        state.update({k: v for k, v in model.state_dict().items()
+                      if not k.startswith("encoder.")})  # task_head.* or task_heads.<task>.*
         state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
                  for k, v in state.items()}
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})

@@ -31,7 +31,7 @@ def parameter_depth(name: str, num_layers: int, style: str = "dissertation") -> 
     if style not in LR_DECAY_STYLES:
         raise ElectraError(f"layer-wise LR style must be one of {LR_DECAY_STYLES}, got {style!r}")
     extra = 1 if style == "official" else 0  # the official code's skipped depth n_layers + 1
-    if name.startswith("task_head."):
+    if name.startswith(("task_head.", "task_heads.")):  # one head, or one per task (BAM)
         return 0
     m = re.match(r"encoder\.layers\.(\d+)\.", name)
     if m:

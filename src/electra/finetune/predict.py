@@ -1,47 +1,131 @@
-"""Test-set predictions: GLUE server TSVs ("index<TAB>prediction", file names as the GLUE
-submission expects: CoLA.tsv, MNLI-m.tsv, MNLI-mm.tsv, ...), the official SQuAD JSON
-(test_predictions.json, + test_na_probs.json for v2.0) or JSON lines for other tasks."""
+"""Inference with a fine-tuned model directory, single- or multi-task: `evaluate` scores the
+dev split(s) and `predict` writes test-set predictions, each task its own files (GLUE: the
+server's TSVs, CoLA.tsv, MNLI-m.tsv, ...; SQuAD: the official JSON; others: JSON lines). A
+multi-task model does every task it knows (or the one named), each into OUT/<task>/."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
+from electra.errors import ElectraError
+from electra.fileutil import write_atomic
+from electra.finetune.heads import FinetuneModel
 from electra.finetune.loop import (
     FinetuneSettings,
-    load_for_inference,
+    eval_sets_of,
+    evaluate_splits,
     predict_examples,
-    write_predictions,
+    primary_key,
+    resolve_device,
 )
-from electra.tasks.glue import GlueTask
+from electra.finetune.model_io import load_finetuned
+from electra.tasks import Task, get_task_name, task_from_state
 
 
 def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
             task_name: str | None = None, settings: FinetuneSettings | None = None,
             max_seq_len: int | None = None) -> list[str]:
     """Write test-set predictions of a fine-tuned model; returns the files written."""
-    model, tokenizer, task, settings, device, out = load_for_inference(
+    views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
     written = []
-    if isinstance(task, GlueTask):
-        jobs = [(task.read(data_dir, split), filename)
-                for split, filename in zip(task.test_splits, task.spec.submission, strict=True)]
-        diagnostic = Path(data_dir) / "diagnostic" / "diagnostic.tsv"
-        if task.name == "MNLI" and diagnostic.is_file():
-            # The GLUE server also wants AX.tsv: the diagnostic set scored by the MNLI model.
-            jobs.append((task.read_test_file(diagnostic), "AX.tsv"))
-        for examples, filename in jobs:
-            preds = predict_examples(model, task, examples, tokenizer, settings, device)
-            path = out / filename
-            with open(path, "w", encoding="utf-8") as f:
-                f.write("index\tprediction\n")
-                for ex, pred in zip(examples, preds, strict=True):
-                    f.write(f"{ex.uid}\t{task.format_prediction(pred)}\n")
-            written.append(str(path))
-        return written
-    examples = task.read(data_dir, "test")
-    preds = predict_examples(model, task, examples, tokenizer, settings, device)
-    if task.head_kind == "span":
-        return list(task.write_official(out, "test", examples, preds).values())
-    path = out / "test_predictions.jsonl"
-    write_predictions(path, task, examples, preds)
-    return [str(path)]
+    for task, model in views:
+        written += task.write_test(out / task.name if multi else out, data_dir,
+                                   lambda examples, m=model, t=task: predict_examples(
+                                       m, t, examples, tokenizer, settings, device))
+    return written
+
+
+def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
+             task_name: str | None = None, settings: FinetuneSettings | None = None,
+             max_seq_len: int | None = None) -> dict:
+    """Score a fine-tuned model on the task's dev split(s); writes results.json. The sequence
+    length is the one it was fine-tuned with unless `max_seq_len` is given. A multi-task model
+    is scored on each task it knows (or on `task_name`), in OUT/<task>/, with a summary in
+    OUT/results.json."""
+    views, tokenizer, settings, device, out, multi = load_for_inference(
+        model_dir, out_dir, task_name, settings, max_seq_len)
+    per_task = {}
+    for task, model in views:
+        task_out = out / task.name if multi else out
+        eval_sets = eval_sets_of(task, data_dir, settings)
+        scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
+                                        task_out)
+        per_task[task.name] = {"task": task.name, "metric_names": list(scores),
+                               "primary_metric": primary_key(task), "scores": scores,
+                               "predictions": paths, "model": str(model_dir),
+                               "data": str(data_dir)}
+        write_atomic(task_out / "results.json", json.dumps(per_task[task.name], indent=2) + "\n")
+    if not multi:
+        return per_task[views[0][0].name]
+    from electra.multitask.report import task_summary
+
+    results = {"task": ",".join(per_task), "scores": {n: r["scores"] for n, r in per_task.items()},
+               "tasks": {name: r["scores"] for name, r in per_task.items()},
+               **task_summary({name: (r["primary_metric"], r["scores"][r["primary_metric"]])
+                               for name, r in per_task.items()}),
+               "model": str(model_dir), "data": str(data_dir)}
+    write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: str | None,
+                       settings: FinetuneSettings | None, max_seq_len: int | None):
+    """([(task, single-task model view) ...], tokenizer, settings, device, created out dir,
+    whether the model is multi-task) for `evaluate` and `predict`."""
+    model, tokenizer, info = load_finetuned(model_dir)
+    views = task_views(model, info, task_name)
+    settings = eval_settings(settings, info, max_seq_len)
+    device = resolve_device(settings.device)
+    model.to(device)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return views, tokenizer, settings, device, out, "tasks" in info
+
+
+def task_views(model, info: dict, task_name: str | None) -> list[tuple[Task, FinetuneModel]]:
+    """(task, encoder + that task's head) for each task a model knows, or just `task_name`."""
+    if "tasks" not in info:
+        return [(_restore_task(info, task_name), model)]
+    states = {t["task"]["name"]: t["task"] for t in info["tasks"]}
+    names = list(states)
+    if task_name is not None:
+        names = [n for n in states if n.lower() in (task_name.lower(),
+                                                    get_task_name_or_none(task_name))]
+        if not names:
+            raise ElectraError(f"the multi-task model was trained on {', '.join(states)}, "
+                               f"not {task_name}")
+    return [(task_from_state(states[n]), model.single(n)) for n in names]
+
+
+def load_teacher_view(model_dir: str | Path, task_name: str):
+    """(encoder + head for `task_name`, its task, tokenizer) of a fine-tuned model directory,
+    single- or multi-task."""
+    model, tokenizer, info = load_finetuned(model_dir)
+    [(task, view)] = task_views(model, info, task_name)
+    return view, task, tokenizer
+
+
+def get_task_name_or_none(name: str) -> str | None:
+    try:
+        return get_task_name(name).lower()
+    except ElectraError:
+        return None
+
+
+def eval_settings(settings: FinetuneSettings | None, info: dict, max_seq_len: int | None
+                  ) -> FinetuneSettings:
+    settings = dataclasses.replace(settings) if settings else FinetuneSettings()
+    settings.max_seq_len = max_seq_len or info["settings"]["max_seq_len"]
+    settings.validate()
+    return settings
+
+
+def _restore_task(info: dict, task_name: str | None) -> Task:
+    saved = info["task"]["name"]
+    task = task_from_state(info["task"])
+    if task_name is not None and get_task_name(task_name) != saved:
+        raise ElectraError(f"the model was fine-tuned on {saved}, not {task_name}")
+    return task

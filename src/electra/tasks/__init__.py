@@ -12,7 +12,7 @@ from electra.tasks.tagging import chunking, ner, pos
 
 TAGGING: dict[str, Callable[[], Task]] = {"chunk": chunking, "ner": ner, "pos": pos}
 
-__all__ = ["Example", "Task", "get_task", "task_names"]
+__all__ = ["Example", "Task", "get_task", "get_task_name", "task_from_state", "task_names"]
 
 
 def task_names() -> list[str]:
@@ -38,3 +38,21 @@ def get_task(name: str, **options) -> Task:
         return UserTask(**options)
     raise ElectraError(f"unknown task {name!r}; choose one of {', '.join(task_names())} "
                        "or glue")
+
+
+def get_task_name(name: str) -> str:
+    """The canonical name `get_task(name)` would give (an error for an unknown name)."""
+    canonical = glue_name(name)
+    if canonical is not None:
+        return canonical
+    if name.lower() in (*TAGGING, *SQUAD_VERSIONS, "user"):
+        return name.lower()
+    get_task(name)  # raises the unknown-task error
+    return name
+
+
+def task_from_state(state: dict) -> Task:
+    """The task a fine-tuned model recorded (`Task.state()`), labels and options restored."""
+    task = get_task(state.get("kind", state["name"]), **state.get("options", {}))
+    task.load_state(state)
+    return task

@@ -1,24 +1,28 @@
 """The fine-tuning task interface, shared by GLUE, tagging, user tasks and SQuAD.
 
-A task turns files into examples, examples into features, head outputs into predictions,
-and predictions into metrics. The loop (`electra.finetune.loop`) knows nothing else:
+A task turns files into examples, examples into features, features into batches, head outputs
+into losses and predictions, and predictions into metrics and files. The loop
+(`electra.finetune.loop`) knows nothing else, so single-task, multi-task and distilled training
+are one loop with different targets:
 
     examples = task.read(data_dir, split)          # list[Example], input order
     features = task.featurize(examples, tokenizer, max_seq_len)
         # list[dict]: input_ids, token_type_ids, "labels" (int, float, or a per-token list with
         # -100 for ignored positions) and "example_index" (its example's position). A span task
         # may emit several features per example (document stride); each names its example.
-    head = make_head(task.head_kind, task.num_outputs, hidden)   # "sequence" | "token" | "span"
-    loss = task.loss(logits, batch)                # logits from the head, batch collated
+    batch = task.collate(features, pad_id)         # padded tensors
+    head = HEADS[task.head_kind](hidden, task.num_outputs, dropout)  # electra.finetune.heads
+    loss = task.loss(output, batch)                # to "targets" if given (distillation), else
+                                                   # to the gold "labels"
     preds = task.postprocess(examples, features, outputs)
         # outputs[i] is feature i's head output (numpy); returns one prediction per example,
         # aggregating the features of an example (a span task picks its best span here)
     metrics = task.score(examples, preds)          # dict of floats; task.primary_metric names one
+    task.write_predictions(out_dir, stem, examples, preds)   # dev files; write_test: test files
 
 A span-extraction task (SQuAD, `electra.tasks.squad`) subclasses `Task` with head_kind "span"
-(`electra.finetune.heads.SpanHead`, whose output carries its own loss and, at evaluation, the
-start/end beams the loop passes to `postprocess`), overrides `featurize` to emit strided windows
-and `postprocess` to choose answer text, and writes the official prediction files.
+(whose output carries its own loss and, at evaluation, the start/end beams), its own collate,
+strided windows in `featurize`, answer text in `postprocess`, and the official prediction files.
 `format_prediction` turns a prediction into one TSV/JSONL cell.
 """
 
@@ -27,7 +31,8 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 
 
 @dataclass
@@ -74,9 +80,24 @@ class Task:
     def featurize(self, examples: list[Example], tokenizer, max_seq_len: int) -> list[dict]:
         raise NotImplementedError
 
+    def collate(self, features: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
+        return pad_collate(features, pad_id)
+
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]),
-                               batch["labels"].view(-1), ignore_index=-100)
+        """Cross-entropy to the gold class ids ("labels"), or to a class distribution when the
+        batch carries "targets" (distillation, dissertation section 3.2.2)."""
+        labels = batch.get("targets", batch["labels"])
+        if labels.is_floating_point():
+            return F.cross_entropy(logits.float().view(-1, logits.shape[-1]),
+                                   labels.view(-1, logits.shape[-1]))
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1),
+                               ignore_index=-100)
+
+    def hits(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
+        """(correct, counted) argmax predictions of a training batch, for the accuracy log."""
+        gold = batch["labels"]
+        mask = gold != -100
+        return int(((logits.argmax(-1) == gold) & mask).sum()), int(mask.sum())
 
     def postprocess(self, examples: list[Example], features: list[dict],
                     outputs: list[np.ndarray]) -> list[Any]:
@@ -90,6 +111,23 @@ class Task:
 
     def format_prediction(self, pred: Any) -> str:
         return str(pred)
+
+    def write_predictions(self, out_dir: Path, stem: str, examples: list[Example],
+                          preds: list[Any]) -> dict[str, str]:
+        """OUT/STEM_predictions.jsonl, one {"index", "prediction", "label"} per example in
+        input order; returns {"predictions": path}."""
+        lines = [json.dumps({"index": ex.index, "prediction": pred, "label": self.gold(ex)})
+                 for ex, pred in zip(examples, preds, strict=True)]
+        path = write_atomic(Path(out_dir) / f"{stem}_predictions.jsonl",
+                            "".join(line + "\n" for line in lines))
+        return {"predictions": str(path)}
+
+    def write_test(self, out_dir: Path, data_dir: str | Path,
+                   predict: Callable[[list[Example]], list[Any]]) -> list[str]:
+        """Predict the test split with `predict` and write its files; returns their paths."""
+        examples = self.read(data_dir, "test")
+        return list(self.write_predictions(out_dir, "test", examples,
+                                           predict(examples)).values())
 
     def state(self) -> dict:
         """What a fine-tuned model directory must remember to rebuild this task."""
@@ -124,3 +162,27 @@ def read_delimited(path: Path, delimiter: str = "\t", quoting: int = csv.QUOTE_N
                     yield reader.line_num, row
         except csv.Error as e:
             raise ElectraError(f"{path}:{reader.line_num}: {e}") from None
+
+
+def pad_collate(features: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """Sentence or token features padded to the longest in the batch (dynamic padding); token
+    labels are padded with -100 (ignored by the loss)."""
+    longest = max(len(f["input_ids"]) for f in features)
+    n = len(features)
+    ids = torch.full((n, longest), pad_id, dtype=torch.long)
+    types = torch.zeros((n, longest), dtype=torch.long)
+    mask = torch.zeros((n, longest), dtype=torch.long)
+    token_level = isinstance(features[0]["labels"], list)
+    if token_level:
+        labels = torch.full((n, longest), -100, dtype=torch.long)
+    for i, f in enumerate(features):
+        k = len(f["input_ids"])
+        ids[i, :k] = torch.tensor(f["input_ids"])
+        types[i, :k] = torch.tensor(f["token_type_ids"])
+        mask[i, :k] = 1
+        if token_level:
+            labels[i, :k] = torch.tensor(f["labels"])
+    if not token_level:
+        dtype = torch.float if isinstance(features[0]["labels"], float) else torch.long
+        labels = torch.tensor([f["labels"] for f in features], dtype=dtype)
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}

@@ -8,10 +8,14 @@ and Pearson (STS-B) as GLUE reports them.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 from electra.tasks.base import Example, read_delimited
 from electra.tasks.sentence import SentenceTask
 
@@ -63,6 +67,13 @@ SPECS: dict[str, GlueSpec] = {s.name: s for s in [
 ALIASES = {"sst": "SST-2", "sts": "STS-B", "stsb": "STS-B", "sst2": "SST-2"}
 # Section 5.2.4: WNLI is left out of the dev-set GLUE score.
 GLUE_SCORE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE")
+
+
+def glue_score(scores: dict[str, float]) -> float | None:
+    """The GLUE score in points (x100) over the GLUE-score tasks among `scores` ({task: its
+    GLUE metric}), as the papers print it; None when there are none."""
+    scored = [scores[t] for t in GLUE_SCORE_TASKS if t in scores]
+    return 100 * statistics.fmean(scored) if scored else None
 
 
 def glue_name(name: str) -> str | None:
@@ -135,6 +146,23 @@ class GlueTask(SentenceTask):
             examples.append(Example(index=len(examples), texts=texts, label=label, uid=uid,
                                     where=where))
         return examples
+
+    def write_test(self, out_dir: Path, data_dir: str | Path,
+                   predict: Callable[[list[Example]], list[Any]]) -> list[str]:
+        """The GLUE server's TSVs ("index<TAB>prediction"; CoLA.tsv, MNLI-m.tsv, ...); for MNLI
+        also AX.tsv, the diagnostic set scored by the MNLI model, when DATA has it."""
+        jobs = [(self.read(data_dir, split), filename)
+                for split, filename in zip(self.test_splits, self.spec.submission, strict=True)]
+        diagnostic = Path(data_dir) / "diagnostic" / "diagnostic.tsv"
+        if self.name == "MNLI" and diagnostic.is_file():
+            jobs.append((self.read_test_file(diagnostic), "AX.tsv"))
+        written = []
+        for examples, filename in jobs:
+            rows = [f"{ex.uid}\t{self.format_prediction(pred)}\n"
+                    for ex, pred in zip(examples, predict(examples), strict=True)]
+            written.append(str(write_atomic(Path(out_dir) / filename,
+                                            "index\tprediction\n" + "".join(rows))))
+        return written
 
     def format_prediction(self, pred) -> str:
         if self.regression:  # the GLUE server expects STS-B scores within [0, 5]

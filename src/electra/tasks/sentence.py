@@ -15,14 +15,45 @@ from electra.tasks.base import Example, Task
 
 
 class SentenceTask(Task):
-    """[CLS] A [SEP] (B [SEP]) -> one label (or one number when `regression`)."""
+    """[CLS] A [SEP] (B [SEP]) -> one label (or one number when `regression`).
 
-    head_kind = "sequence"
+    A regression task given `label_range` (lo, hi) trains on labels normalised to [0, 1] with a
+    size-1 sigmoid head (dissertation section 3.2.1, the multi-task setup); without it, a
+    linear head on the raw labels (the single-task recipe)."""
+
     regression = False
+    label_range: tuple[float, float] | None = None
+
+    @property
+    def head_kind(self) -> str:
+        return "regression" if self.regression and self.label_range else "sequence"
 
     @property
     def num_outputs(self) -> int:
         return 1 if self.regression else len(self.labels)
+
+    def normalize(self, value: float) -> float:
+        if not self.label_range:
+            return value
+        lo, hi = self.label_range
+        return (value - lo) / (hi - lo)
+
+    def denormalize(self, value: float) -> float:
+        if not self.label_range:
+            return value
+        lo, hi = self.label_range
+        return lo + value * (hi - lo)
+
+    def state(self) -> dict:
+        state = super().state()
+        if self.label_range:
+            state["label_range"] = list(self.label_range)
+        return state
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        if state.get("label_range"):
+            self.label_range = tuple(state["label_range"])
 
     def check_label(self, raw: str, where: str) -> Any:
         """The label as stored on an Example; an error naming file:line if it is not valid."""
@@ -46,21 +77,26 @@ class SentenceTask(Task):
             if ex.label is None:
                 label: Any = 0.0 if self.regression else -100
             else:
-                label = float(ex.label) if self.regression else label_ids[ex.label]
+                label = (self.normalize(float(ex.label)) if self.regression
+                         else label_ids[ex.label])
             feats.append({"input_ids": enc.ids, "token_type_ids": enc.type_ids,
                           "labels": label, "example_index": i})
         return feats
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.regression:
-            return F.mse_loss(logits.float().squeeze(-1), batch["labels"].float())
+        if self.regression:  # L2, to the gold value or a distillation target (section 3.2.2)
+            target = batch.get("targets", batch["labels"])
+            return F.mse_loss(logits.float().squeeze(-1), target.float())
         return super().loss(logits, batch)
+
+    def hits(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
+        return (0, 0) if self.regression else super().hits(logits, batch)
 
     def postprocess(self, examples, features, outputs) -> list[Any]:
         preds: list[Any] = [None] * len(examples)
         for feat, out in zip(features, outputs, strict=True):
             if self.regression:
-                preds[feat["example_index"]] = float(out[0])
+                preds[feat["example_index"]] = self.denormalize(float(out[0]))
             else:
                 preds[feat["example_index"]] = self.labels[int(np.argmax(out))]
         return preds

@@ -22,7 +22,7 @@ class UserTask(SentenceTask):
     name = "user"
 
     def __init__(self, text_a: str | None = None, text_b: str | None = None,
-                 label: str | None = None, label_type: str = "class"):
+                 label: str | None = None, label_type: str = "class", task_name: str = "user"):
         if not text_a or not label:
             raise ElectraError("task user needs --text-a COLUMN and --label COLUMN "
                                "(and --text-b COLUMN for sentence pairs)")
@@ -37,12 +37,17 @@ class UserTask(SentenceTask):
         self.labels = []
         self.options = {"text_a": text_a, "text_b": text_b, "label": label,
                         "label_type": label_type}
+        if task_name != "user":  # a named user task of a multi-task model
+            self.name = task_name
+            self.options["task_name"] = task_name
 
     def state(self) -> dict:
-        return {**super().state(), "options": self.options}
+        return {**super().state(), "kind": "user", "options": self.options}
 
     def read(self, data_dir: str | Path, split: str) -> list[Example]:
         d = Path(data_dir)
+        if self.name != "user" and (d / self.name).is_dir():  # DATA/<task>/, as GLUE's layout
+            d = d / self.name
         path = next((d / f"{split}{ext}" for ext in FORMATS if (d / f"{split}{ext}").is_file()),
                     None)
         if path is None:

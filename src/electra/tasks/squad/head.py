@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.fileutil import write_atomic
-from electra.tasks.squad_data import SquadExample, SquadFeature
+from electra.tasks.squad.data import SquadExample, SquadFeature
 
 _ACTIVATIONS = {"tanh": torch.tanh, "gelu": F.gelu}
 

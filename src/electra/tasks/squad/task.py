@@ -1,7 +1,7 @@
 """SQuAD v1.1 and v2.0 as fine-tuning tasks: the span-task side of `electra.tasks.base.Task`.
 
 Files: DIR/{train,dev,test}-v1.1.json (or v2.0), gzipped or not. Each example's `label` is its
-`SquadExample`; features are the strided windows of `squad_data` (one example, several windows);
+`SquadExample`; features are the strided windows of `squad.data` (one example, several windows);
 the head is XLNet's `SquadHead` (head kind "span"); post-processing picks one answer per question
 and scoring runs the official v1.1/v2.0 metrics. Predictions are written in the official JSON
 format ({qid: answer}) plus, for v2.0, the na_prob file the threshold search reads.
@@ -17,19 +17,20 @@ import torch
 
 from electra.errors import ElectraError
 from electra.tasks.base import Example, Task
-from electra.tasks.squad_data import (
+from electra.tasks.squad.data import (
+    collate_features,
     convert_examples_to_features,
     load_squad_json,
     read_squad,
     train_dev_split_by_article,
 )
-from electra.tasks.squad_eval import evaluate_v1, evaluate_v2
-from electra.tasks.squad_head import (
+from electra.tasks.squad.head import (
     SquadHeadOutput,
     postprocess_predictions,
     write_na_probs,
-    write_predictions,
 )
+from electra.tasks.squad.head import write_predictions as write_answers
+from electra.tasks.squad.metrics import evaluate_v1, evaluate_v2
 
 VERSIONS = {"squad": "1.1", "squad2": "2.0"}
 
@@ -83,16 +84,23 @@ class SquadTask(Task):
         windows = convert_examples_to_features(
             [ex.label for ex in examples], tokenizer, max_seq_len,
             self.options["doc_stride"], self.options["max_query_len"])
-        # `span` carries p_mask, offsets and targets; `finetune.data.collate` batches it.
+        # `span` carries p_mask, offsets and targets; `collate` batches it.
         return [{"input_ids": w.input_ids, "token_type_ids": w.token_type_ids,
                  "example_index": w.example_index, "span": w} for w in windows]
+
+    def collate(self, features: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
+        """p_mask and the start/end/is_impossible targets of each window."""
+        return collate_features([f["span"] for f in features], pad_id)
 
     def loss(self, logits: SquadHeadOutput, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return logits.loss  # the head computes it from the gold positions in the batch
 
+    def hits(self, logits: SquadHeadOutput, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
+        return 0, 0  # no per-step accuracy for spans
+
     def postprocess(self, examples: list[Example], features: list[dict],
                     outputs: list[Any]) -> list[SpanPrediction]:
-        """outputs are the windows' beams (`squad_head.RawPrediction`), not arrays."""
+        """outputs are the windows' beams (`squad.head.RawPrediction`), not arrays."""
         answers, na_probs = postprocess_predictions(
             [ex.label for ex in examples], [f["span"] for f in features], outputs,
             self.options["max_answer_len"])
@@ -113,11 +121,11 @@ class SquadTask(Task):
     def format_prediction(self, pred: SpanPrediction) -> str:
         return pred.text
 
-    def write_official(self, out_dir: Path, stem: str, examples: list[Example],
-                       preds: list[SpanPrediction]) -> dict[str, str]:
+    def write_predictions(self, out_dir: Path, stem: str, examples: list[Example],
+                          preds: list[SpanPrediction]) -> dict[str, str]:
         """OUT/STEM_predictions.json ({qid: answer}) and, for v2.0, OUT/STEM_na_probs.json;
         returns {"predictions": path, "na_probs": path}."""
-        paths = {"predictions": str(write_predictions(
+        paths = {"predictions": str(write_answers(
             out_dir / f"{stem}_predictions.json",
             {ex.uid: p.text for ex, p in zip(examples, preds, strict=True)}))}
         if self.v2:

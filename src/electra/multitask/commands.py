@@ -1,0 +1,103 @@
+"""The `electra multitask` subcommand: flags -> `run_strategy`, and significance against
+baseline runs (`--compare`). Kept out of `electra.cli`, which only registers it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from electra.errors import ElectraError
+
+
+def add_multitask(sub) -> None:
+    p = sub.add_parser(
+        "multitask", help="BAM: multi-task fine-tuning, distillation, teacher annealing",
+        description="Fine-tune one shared encoder on several tasks at once (dissertation "
+        "chapter 3, BAM): one head per task, tasks mixed within minibatches, sampling "
+        "proportional to |D|^0.75, the recipe of section 3.3 (layer-wise LR decay 0.9, lr 1e-4 "
+        "for base, batch 128, 6 epochs). --strategy picks Single, Multi, Single-Single, "
+        "Multi-Multi, Single-Multi or repeated rounds; --teachers distils from fine-tuned "
+        "models. Writes OUT/results.json, OUT/<task>/results.json and OUT/model.")
+    p.add_argument("--model", required=True, help="pre-trained model directory (HF format)")
+    p.add_argument("--tasks", required=True, help="comma-separated: GLUE names, or folders "
+                   "DATA/<name>/ with a task.json naming their columns")
+    p.add_argument("--data", required=True, help="GLUE layout: DATA/CoLA/, DATA/SST-2/, ...")
+    p.add_argument("--out", required=True)
+    p.add_argument("--strategy", default="multi", help="single, multi, single-single, "
+                   "multi-multi, single-multi, single-multi-single-multi, ... (default multi)")
+    p.add_argument("--teachers", help="comma-separated fine-tuned model directories the first "
+                   "stage distils from, matched to tasks by the task each recorded")
+    p.add_argument("--teacher-annealing", default="on", help="on: lambda linear 0 -> 1 "
+                   "(default); off: lambda = 0 (pure distillation); or a fixed lambda")
+    p.add_argument("--no-task-sampling", action="store_true", help="every example once per "
+                   "epoch, shuffled together (default: sample tasks proportional to |D|^0.75)")
+    p.add_argument("--sampling-exponent", type=float, default=0.75)
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--epochs", type=float, default=6.0, help="multi-task epochs (default 6)")
+    p.add_argument("--batch-size", type=int, default=128, help="multi-task batch (default 128)")
+    p.add_argument("--lr", type=float, help="multi-task lr; default by size: 3e-4 small/tiny, "
+                   "1e-4 base and large")
+    p.add_argument("--layerwise-decay", type=float, help="multi-task default 0.9")
+    p.add_argument("--single-epochs", type=float, help="Single stages: default finetune's")
+    p.add_argument("--single-batch-size", type=int, help="Single stages: default 32")
+    p.add_argument("--single-lr", type=float, help="Single stages: default finetune's")
+    p.add_argument("--size", choices=["tiny", "small", "base", "large"])
+    p.add_argument("--max-train-examples", type=int, help="the first K examples of each task")
+    p.add_argument("--max-eval-examples", type=int)
+    p.add_argument("--max-seq-len", type=int)
+    p.add_argument("--eval-batch-size", type=int, default=128)
+    p.add_argument("--length-sort", action="store_true", help="group training batches by "
+                   "length (faster; but tasks with long inputs then get batches of their own)")
+    p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
+                   "multitask output directories (paired bootstrap, Holm-Bonferroni)")
+    p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--save-all-seeds", action="store_true")
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=run_command)
+
+
+def parse_compare(text: str | None) -> dict[str, Path]:
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ElectraError(f"--compare takes NAME=DIR,..., got {item!r}")
+        out[name] = Path(path)
+    return out
+
+
+def run_command(args) -> None:
+    from electra.multitask.strategies import SingleOverrides, load_task_results, run_strategy
+    from electra.multitask.train import MultitaskSettings
+
+    settings = MultitaskSettings(
+        seeds=args.seeds, seed=args.seed, epochs=args.epochs, batch_size=args.batch_size,
+        lr=args.lr, layerwise_decay=args.layerwise_decay, size=args.size,
+        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
+        max_seq_len=args.max_seq_len, eval_batch_size=args.eval_batch_size,
+        length_sorted=args.length_sort, bf16=args.bf16, device=args.device,
+        save_all_seeds=args.save_all_seeds, log_every=args.log_every,
+        task_sampling=not args.no_task_sampling, sampling_exponent=args.sampling_exponent,
+        teacher_annealing=args.teacher_annealing)
+    baselines = {name: load_task_results(d) for name, d in parse_compare(args.compare).items()}
+    teachers = [t for t in (args.teachers or "").split(",") if t]
+    single = SingleOverrides(lr=args.single_lr, epochs=args.single_epochs,
+                             batch_size=args.single_batch_size)
+    import sys
+
+    res = run_strategy(args.model, [t for t in args.tasks.split(",") if t], args.data, args.out,
+                       args.strategy, settings, teachers, single,
+                       not args.quiet and sys.stderr.isatty())
+    if baselines:
+        from electra.multitask.significance import add_significance
+
+        res = add_significance(Path(args.out), baselines, args.bootstrap_samples)
+    print(json.dumps({"average": res["average"], "glue_score": res["glue_score"],
+                      "tasks": {k: v["median"] for k, v in res["tasks"].items()},
+                      "results": f"{args.out}/results.json"}))
