@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from electra.config import OBJECTIVE_NAMES
+from electra.cvt.cli import add_parsers as add_cvt_parsers
 from electra.errors import ElectraError
 
 
@@ -472,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops,
                 _add_finetune, _add_score, _add_minimal_pairs, _add_rerank, _add_plot):
         add(sub)
+    add_cvt_parsers(sub)
     return parser
 
 
