@@ -26,23 +26,33 @@ def drop(x: torch.Tensor, keep: float) -> torch.Tensor:
 
 
 class CharCNN(nn.Module):
-    """Filters of several widths over character embeddings, ReLU, max over the word."""
+    """Filters of several widths over character embeddings, ReLU, max over the word.
+
+    The max only covers windows inside the word (or the first window of a word shorter than
+    the filter), so a word's vector does not depend on how long the other words of its batch
+    are."""
 
     def __init__(self, n_chars: int, dim: int, widths: list[int], filters: int):
         super().__init__()
         self.embed = nn.Embedding(n_chars, dim, padding_idx=0)
         self.convs = nn.ModuleList(nn.Conv1d(dim, filters, w) for w in widths)
-        self.min_len = max(widths)
+        self.widths = list(widths)
         self.out_dim = filters * len(widths)
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
         b, t, length = chars.shape
         flat = chars.reshape(b * t, length)
-        if length < self.min_len:  # every filter needs at least one full window
-            flat = F.pad(flat, (0, self.min_len - length))
+        if length < max(self.widths):  # every filter needs at least one full window
+            flat = F.pad(flat, (0, max(self.widths) - length))
+        n_chars = (flat != 0).sum(1)
         x = self.embed(flat).transpose(1, 2)  # [words, dim, chars]
-        out = torch.cat([F.relu(conv(x)).amax(dim=2) for conv in self.convs], dim=1)
-        return out.reshape(b, t, self.out_dim)
+        pooled = []
+        for conv, w in zip(self.convs, self.widths, strict=True):
+            y = conv(x)  # [words, filters, windows]
+            last = (n_chars.clamp(min=w) - w)[:, None, None]
+            inside = torch.arange(y.shape[2], device=y.device)[None, None, :] <= last
+            pooled.append(F.relu(y.masked_fill(~inside, float("-inf")).amax(dim=2)))
+        return torch.cat(pooled, dim=1).reshape(b, t, self.out_dim)
 
 
 def _lstm(input_size: int, size: int, projection: int) -> nn.LSTM:

@@ -38,7 +38,7 @@ class CVTModel(nn.Module):
         self.heads = nn.ModuleDict(heads)
 
     def encode(self, batch: dict[str, torch.Tensor], keep: float):
-        return self.encoder(batch["words"], batch["chars"], batch["lengths"], keep)
+        return self.encoder(batch["words"], batch["chars"], batch["lengths"], keep=keep)
 
 
 def save_model_dir(out: Path, model: CVTModel, state: dict[str, torch.Tensor],

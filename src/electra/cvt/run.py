@@ -86,7 +86,9 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
                                 cfg.max_unlabeled_len) if s.unlabeled else [])
     out = Path(s.out)
     run_file = out / "run.json"
-    settings = {**s.__dict__, "resume": None}
+    # What may change on --resume: how long to train and how often to save.
+    settings = {k: v for k, v in s.__dict__.items()
+                if k not in ("resume", "steps", "epochs", "save_every")}
     fresh = not (s.resume and run_file.exists())
     vectors = None
     if not fresh:
