@@ -147,3 +147,49 @@ def test_word_vectors_initialise_embeddings(data, tmp_path):
     model, vocab, _ = load_model_dir(out / "model")
     row = model.encoder.word_embed.weight[vocab.word_id("dog")]
     assert torch.allclose(row, torch.full_like(row, 0.5), atol=1e-6)
+
+
+def test_ner_from_conll2003_files_and_predict_on_bare_words(tmp_path, capsys):
+    d = tmp_path / "ner"
+    d.mkdir()
+    sent = ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP I-ORG", "rejects VBZ B-VP O",
+            "German JJ B-NP I-MISC", "call NN I-NP O", "", "Peter NNP B-NP I-PER",
+            "Blackburn NNP I-NP I-PER", ""]
+    (d / "eng.train").write_text("\n".join(sent * 3) + "\n")
+    (d / "eng.testa").write_text("\n".join(sent) + "\n")
+    out = tmp_path / "out"
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    assert main(["cvt", "--tasks", "ner", "--data", str(d), "--no-cvt", "--out", str(out),
+                 "--epochs", "2", *sets, "--quiet"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["steps"] == 4  # 6 sentences, batch 4: 2 batches per epoch, 2 epochs
+    assert set(res["scores"]["ner"]) == {"f1", "precision", "recall"}
+    _, _, tasks = load_model_dir(out / "model")
+    assert tasks[0].labels == ["B-PER", "E-PER", "O", "S-MISC", "S-ORG"]  # BIOES inside
+    dev_lines = (out / "ner_dev_predictions.txt").read_text().split("\n")
+    assert dev_lines[0].split()[:2] == ["EU", "I-ORG"]  # word, gold as given, prediction
+    words = tmp_path / "words.txt"
+    words.write_text("Peter\nvisits\nGermany\n\nEU\n")
+    pred = tmp_path / "pred.txt"
+    capsys.readouterr()
+    assert main(["cvt-predict", "--model", str(out / "model"), "--input", str(words),
+                 "--output", str(pred)]) == 0
+    rows = [line.split() for line in pred.read_text().splitlines()]
+    assert [r[0] for r in rows if r] == ["Peter", "visits", "Germany", "EU"]
+    assert all(len(r) == 2 and (r[1] == "O" or r[1][:2] in ("B-", "I-")) for r in rows if r)
+
+
+def test_paper_preset_is_table_4_1():
+    cfg = make_config("paper")
+    assert (cfg.char_dim, cfg.char_widths, cfg.char_filters) == (50, [2, 3, 4], 100)
+    assert (cfg.lstm1, cfg.lstm2, cfg.projection, cfg.hidden) == (1024, 512, 512, 512)
+    assert (cfg.keep_labeled, cfg.keep_unlabeled, cfg.ema_decay) == (0.5, 0.8, 0.998)
+    assert (cfg.lr, cfg.lr_decay, cfg.momentum, cfg.batch_size) == (0.5, 0.005, 0.9, 64)
+    assert cfg.label_smoothing == 0.1 and cfg.word_dim == 300
+    from electra.cvt.encoder import Encoder
+
+    enc = Encoder(cfg, n_words=10, n_chars=10)
+    assert (enc.lstm1.hidden_size, enc.lstm1.proj_size, enc.d1) == (1024, 512, 512)
+    assert enc.full_dim == 2 * 512 + 2 * 512 and enc.chars.out_dim == 300
+    with pytest.raises(Exception, match="unknown key 'lstm3'"):
+        make_config("small", {"lstm3": 1})

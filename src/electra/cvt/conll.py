@@ -46,9 +46,11 @@ def _blocks(path: Path, skip: Sequence[str] = ()) -> Iterator[list[tuple[int, st
         yield block
 
 
-def read_columns(path: str | Path, check_iob: bool = True) -> list[Sentence]:
+def read_columns(path: str | Path, check_iob: bool = True, labeled: bool = True
+                 ) -> list[Sentence]:
     """CoNLL-2000/2003 files: word first, label in the last column, the same number of
-    columns (at least 2) on every line. Labels must be IOB ("O", "B-X", "I-X")."""
+    columns (at least 2) on every line. Labels must be IOB ("O", "B-X", "I-X").
+    With `labeled=False` (input to predict) a file of words alone, one per line, is read too."""
     path = Path(path)
     sentences: list[Sentence] = []
     ncols = None
@@ -58,24 +60,27 @@ def read_columns(path: str | Path, check_iob: bool = True) -> list[Sentence]:
             fields = line.split()
             if ncols is None:
                 ncols = len(fields)
-                if ncols < 2:
+                if ncols < 2 and labeled:
                     raise ElectraError(f"{path}:{lineno}: 1 column, expected a word and a label")
             if len(fields) != ncols:
                 raise ElectraError(f"{path}:{lineno}: {len(fields)} columns, expected {ncols}")
-            if check_iob and not is_valid_iob(fields[-1]):
+            if ncols > 1 and check_iob and not is_valid_iob(fields[-1]):
                 raise ElectraError(f"{path}:{lineno}: label {fields[-1]!r} is not IOB "
                                    "(O, B-TYPE or I-TYPE)")
             words.append(fields[0])
-            tags.append(fields[-1])
+            if ncols > 1:
+                tags.append(fields[-1])
         sentences.append(Sentence(words, tags=tags, where=f"{path}:{block[0][0]}"))
     if not sentences:
         raise ElectraError(f"{path}: no sentences")
     return sentences
 
 
-def read_conllu(path: str | Path) -> list[Sentence]:
+def read_conllu(path: str | Path, tree: bool = True) -> list[Sentence]:
     """CoNLL-U: 10 tab-separated columns; multiword-token ranges ("3-4") and empty nodes
-    ("5.1") are skipped, the remaining IDs must run 1..n and every HEAD lie in 0..n."""
+    ("5.1") are skipped, the remaining IDs must run 1..n and every HEAD lie in 0..n.
+    With `tree=False` (POS tagging, input to predict) HEAD and DEPREL may be "_" and are not
+    read."""
     path = Path(path)
     sentences: list[Sentence] = []
     for block in _blocks(path, skip=("#",)):
@@ -92,13 +97,15 @@ def read_conllu(path: str | Path) -> list[Sentence]:
             if not ident.isdigit() or int(ident) != len(s.words) + 1:
                 raise ElectraError(f"{path}:{lineno}: word ID {ident!r}, expected "
                                    f"{len(s.words) + 1}")
+            s.words.append(cols[1])
+            s.upos.append(cols[3])
+            s.tags.append(cols[3])
+            if not tree:
+                continue
             if not cols[6].isdigit():
                 raise ElectraError(f"{path}:{lineno}: HEAD {cols[6]!r} is not a number")
             if not cols[7] or cols[7] == "_":
                 raise ElectraError(f"{path}:{lineno}: no DEPREL")
-            s.words.append(cols[1])
-            s.upos.append(cols[3])
-            s.tags.append(cols[3])
             s.heads.append(int(cols[6]))
             s.rels.append(cols[7])
             head_lines.append(lineno)

@@ -153,12 +153,13 @@ def run_evaluate(model_dir: str, data: Sequence[str], out: str, split: str = "de
 
 def run_predict(model_dir: str, input_file: str, output: str, task_name: str | None = None
                 ) -> dict[str, Any]:
-    """Predict a file in the task's format (its labels, if any, are ignored) and write the
-    CoNLL-style output: `word gold pred` columns for tagging, CoNLL-U for dep."""
+    """Predict a file in the task's format (labels, if there, are ignored; a tagging file
+    may hold words alone) and write CoNLL-style output: `word [gold] pred` for tagging,
+    CoNLL-U for dep."""
     model: CVTModel
     model, vocab, tasks = load_model_dir(model_dir)
     task = _task_of(tasks, task_name)
-    sents = task.read_file(input_file)
+    sents = task.read_file(input_file, labeled=False)
     preds = predict(model, task, sents, vocab)
     task.write(output, sents, preds)
     return {"task": task.name, "sentences": len(sents), "output": output}

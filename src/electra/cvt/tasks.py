@@ -54,10 +54,15 @@ class CVTTask:
         self.primary_metric = {"chunk": "f1", "ner": "f1", "pos": "accuracy", "dep": "las"}[name]
 
     # ---- reading ----
-    def read_file(self, path: str | Path) -> list[Sentence]:
-        if self.kind == "dep" or self.name == "pos":
-            return read_conllu(path)
-        return read_columns(path)
+    def read_file(self, path: str | Path, labeled: bool = True) -> list[Sentence]:
+        """`labeled=False`: input to predict, whose labels (if any) are not needed."""
+        if self.kind == "tag" and self.name != "pos":
+            return read_columns(path, labeled=labeled)
+        sents = read_conllu(path, tree=labeled and self.kind == "dep")
+        if not labeled:
+            for s in sents:
+                s.tags, s.heads, s.rels = [], [], []
+        return sents
 
     def find(self, data_dir: str | Path, split: str) -> Path:
         d = Path(data_dir)
