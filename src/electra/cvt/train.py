@@ -127,6 +127,22 @@ def _labeled_batch(task: CVTTask, sents: list[Sentence], vocab: Vocab, cfg: CVTC
     return batch
 
 
+class _Log:
+    """OUT/metrics.jsonl, one line per 25 steps; on resume, lines past the checkpoint (written
+    by the interrupted run after its last save) are dropped so each step appears once."""
+
+    def __init__(self, path: Path, start: int):
+        self.path = path
+        if path.exists():
+            keep = [line for line in path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= start]
+            path.write_text("".join(line + "\n" for line in keep))
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a") as h:
+            h.write(json.dumps(record) + "\n")
+
+
 def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA,
                      samplers: dict[str, Sampler], state: dict[str, Any]) -> None:
     tmp = ckpt.begin(out, step)
@@ -167,6 +183,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             s.load_state_dict(state["samplers"][k])
         elapsed = state["elapsed"]
     params = [p for p in model.parameters()]
+    log = _Log(out / "metrics.jsonl", start)
 
     def update(loss: torch.Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -198,6 +215,9 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
         bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v)
                          for k, v in last.items()}, refresh=False)
         done = step + 1
+        if done % 25 == 0 or done == steps:
+            log.write({"step": done, "lr": scheduler.get_last_lr()[0], **last,
+                       "seconds": round(elapsed + time.time() - t0, 1)})
         if save_every and done % save_every == 0 and done < steps:
             _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
                              {"elapsed": elapsed + time.time() - t0})
