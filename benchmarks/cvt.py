@@ -49,7 +49,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"unlabeled corpus (default: {SHARED / 'corpus/nltk/reuters.jsonl.gz'})")
     p.add_argument("--max-unlabeled", type=int, default=100_000)
     p.add_argument("--threads", type=int, default=1)
-    return p.parse_args(argv)
+    p.add_argument("--data", action="append", default=[], metavar="TASK=DIR",
+                   help="another data directory for a task (default: ../shared/data)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="CVT config override for every run (e.g. lstm1=512)")
+    args = p.parse_args(argv)
+    args.dirs = dict(DATA)
+    for item in args.data:
+        task, _, path = item.partition("=")
+        args.dirs[task] = Path(path)
+    args.overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
+    return args
 
 
 def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) -> dict:
@@ -58,9 +68,10 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
     if cache.is_file():
         return json.loads(cache.read_text())
     out = args.work / "runs" / name
-    data = [str(DATA[t]) if len(tasks) == 1 else f"{t}={DATA[t]}" for t in tasks]
+    data = [str(args.dirs[t]) if len(tasks) == 1 else f"{t}={args.dirs[t]}" for t in tasks]
     settings = TrainSettings(
-        tasks=tasks, data=data, out=str(out), preset=args.preset, unlabeled=args.unlabeled,
+        tasks=tasks, data=data, out=str(out), preset=args.preset, overrides=args.overrides,
+        unlabeled=args.unlabeled,
         max_unlabeled=args.max_unlabeled, steps=args.steps, cvt=cvt, seed=seed,
         train_sentences=None if size == "full" else int(size), save_every=100,
         resume=(out / "run.json").is_file())

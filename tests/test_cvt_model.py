@@ -186,3 +186,14 @@ def test_cvt_loss_is_kl_from_teacher_to_student():
     assert cvt_loss(teacher, torch.zeros(1, 1, 2), mask).item() == pytest.approx(kl)
     assert math.isfinite(cvt_loss(torch.tensor([[[0.0, -1e9]]]), torch.tensor([[[0.0, -1e9]]]),
                                   mask).item())
+
+
+def test_char_cnn_vector_does_not_depend_on_the_batch_padding():
+    model, vocab, cfg = _model()
+    short = encode_words([["a", "cat"]], vocab, cfg.max_word_len)["chars"]
+    long = encode_words([["a", "cat"], ["extraordinarily"]], vocab, cfg.max_word_len)["chars"]
+    with torch.no_grad():
+        a = model.encoder.chars(short)[0]
+        b = model.encoder.chars(long[:1])[0]
+    assert long.shape[2] > short.shape[2]
+    assert torch.allclose(a, b, atol=1e-6)
