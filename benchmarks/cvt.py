@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -48,7 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--unlabeled", action="append",
                    help=f"unlabeled corpus (default: {SHARED / 'corpus/nltk/reuters.jsonl.gz'})")
     p.add_argument("--max-unlabeled", type=int, default=100_000)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    p.add_argument("--jobs", type=int, default=1, help="runs trained at once (processes)")
     p.add_argument("--data", action="append", default=[], metavar="TASK=DIR",
                    help="another data directory for a task (default: ../shared/data)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -96,17 +99,24 @@ def main(argv: list[str] | None = None) -> dict:
     methods = [m for m in args.methods.split(",") if m]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     t0 = time.time()
-    runs: list[dict] = []
+    specs = []
     for size in sizes:
         for seed in seeds:
             for task in tasks:
                 for method in ("supervised", "cvt"):
                     if method in methods:
-                        runs.append(run_one(args, f"{task}-{size}-{method}-s{seed}-{args.steps}",
-                                            [task], size, method == "cvt", seed))
+                        specs.append((f"{task}-{size}-{method}-s{seed}-{args.steps}", [task],
+                                      size, method == "cvt", seed))
             if "multitask" in methods and len(tasks) > 1:
-                runs.append(run_one(args, f"mt-{'+'.join(tasks)}-{size}-s{seed}-{args.steps}",
-                                    tasks, size, True, seed))
+                specs.append((f"mt-{'+'.join(tasks)}-{size}-s{seed}-{args.steps}", tasks, size,
+                              True, seed))
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=torch.set_num_threads,
+                                 initargs=(args.threads,)) as pool:
+            runs = list(pool.map(run_one, [args] * len(specs), *zip(*specs, strict=True)))
+    else:
+        runs = [run_one(args, *spec) for spec in specs]
     table = []
     for task in tasks:
         for size in sizes:
