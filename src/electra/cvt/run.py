@@ -84,6 +84,9 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
         task.set_labels(train_sets[task.name])
     unlabeled = (load_sentences(s.unlabeled, s.max_unlabeled, s.text_field,
                                 cfg.max_unlabeled_len) if s.unlabeled else [])
+    if s.cvt and not unlabeled:
+        raise ElectraError("CVT needs unlabeled sentences: --unlabeled gave none"
+                           if s.unlabeled else "CVT needs --unlabeled CORPUS (or --no-cvt)")
     out = Path(s.out)
     run_file = out / "run.json"
     # What may change on --resume: how long to train and how often to save.
