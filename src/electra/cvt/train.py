@@ -1,6 +1,7 @@
 """The CVT training loop (sections 4.1.1, 4.1.2, 4.3.1, Table 4.1).
 
-One step is a supervised minibatch (a task picked at random when there are several, 4.1.2)
+One step is a supervised minibatch (a task picked at random when there are several, with
+probability proportional to the square root of its training set size as in the reference, 4.1.2)
 followed, unless `cvt=False`, by an unlabeled minibatch on which every task's primary module,
 run without dropout and without gradient, gives soft targets that every auxiliary module of
 every task learns to match (KL). Each minibatch is its own SGD update (momentum 0.9, lr
@@ -67,8 +68,10 @@ def unlabeled_loss(model: CVTModel, batch: dict[str, torch.Tensor], cfg: CVTConf
 
 class EMA:
     """Exponential moving average of every parameter and buffer. The decay is
-    min(decay, (1 + n) / (10 + n)) after n updates (TensorFlow's num_updates rule, which the
-    reference uses), so a short run is not dominated by the random initialisation."""
+    min(decay, (1 + n) / (10 + n)) after n updates (TensorFlow's num_updates rule). The
+    reference uses a constant 0.998 from the initial weights, harmless over its hundreds of
+    thousands of updates; at our few hundred it would leave the saved model close to the random
+    initialisation, hence the ramp."""
 
     def __init__(self, model: torch.nn.Module, decay: float):
         self.decay = decay
@@ -183,6 +186,8 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             s.load_state_dict(state["samplers"][k])
         elapsed = state["elapsed"]
     params = [p for p in model.parameters()]
+    # 4.1.2 picks "a task at random"; the reference weights each by sqrt(training set size).
+    weights = [math.sqrt(len(data.train[t.name])) for t in data.tasks]
     log = _Log(out / "metrics.jsonl", start)
 
     def update(loss: torch.Tensor) -> None:
@@ -201,7 +206,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     for step in range(start, steps):
         model.train()
         # The task of step `step` depends on (seed, step) only, so resuming repeats it.
-        task = data.tasks[random.Random(seed * 1_000_003 + step).randrange(len(data.tasks))]
+        task = random.Random(seed * 1_000_003 + step).choices(data.tasks, weights)[0]
         sents = [data.train[task.name][i] for i in samplers[task.name].next()]
         sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
         update(sup)
