@@ -12,9 +12,12 @@ Each run is cached as WORK/results/NAME.json and trains under WORK/runs/NAME wit
 checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` per run). Prints
 one JSON object (also written to WORK/summary.json).
 
-    OMP_NUM_THREADS=1 python benchmarks/cvt.py                      # the full grid
+    OMP_NUM_THREADS=1 python benchmarks/cvt.py            # the full grid, 2 runs at a time
     OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
-        --methods supervised,cvt --steps 600                        # a reduced run
+        --methods supervised,cvt --steps 600              # a reduced run
+
+The full grid is 42 runs (3 tasks x 2 sizes x 3 seeds x supervised/CVT, plus 6 multi-task
+runs) of 250 labeled steps each.
 """
 
 from __future__ import annotations
@@ -45,13 +48,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "for all of them")
     p.add_argument("--methods", default="supervised,cvt,multitask")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--steps", type=int, default=300, help="labeled minibatches per run")
+    p.add_argument("--steps", type=int, default=250, help="labeled minibatches per run")
     p.add_argument("--preset", default="small")
     p.add_argument("--unlabeled", action="append",
                    help=f"unlabeled corpus (default: {SHARED / 'corpus/nltk/reuters.jsonl.gz'})")
     p.add_argument("--max-unlabeled", type=int, default=100_000)
     p.add_argument("--threads", type=int, default=1, help="torch threads per run")
-    p.add_argument("--jobs", type=int, default=1, help="runs trained at once (processes)")
+    p.add_argument("--jobs", type=int, default=2, help="runs trained at once (processes)")
     p.add_argument("--data", action="append", default=[], metavar="TASK=DIR",
                    help="another data directory for a task (default: ../shared/data)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

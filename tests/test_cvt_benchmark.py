@@ -24,7 +24,7 @@ def test_benchmark_caches_runs_and_summarises(tmp_path, monkeypatch, capsys):
     chunk, ud = write_chunk(tmp_path / "chunk"), write_ud(tmp_path / "ud")
     raw = write_unlabeled(tmp_path / "raw.txt")
     argv = ["--work", str(tmp_path / "work"), "--tasks", "chunk,dep", "--sizes", "full,10",
-            "--seeds", "0,1", "--steps", "2", "--unlabeled", str(raw), "--data",
+            "--seeds", "0,1", "--steps", "2", "--jobs", "1", "--unlabeled", str(raw), "--data",
             f"chunk={chunk}", "--data", f"dep={ud}",
             *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]]
     summary = bench.main(argv)
