@@ -70,7 +70,7 @@ class CVTConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     "small": {"word_dim": 100, "char_filters": 50, "lstm1": 256, "lstm2": 128,
-              "projection": 128, "hidden": 128, "dep_projection": 64, "max_vocab": 50_000,
+              "projection": 128, "hidden": 128, "dep_projection": 32, "max_vocab": 50_000,
               "warmup_steps": 100},
 }
 
