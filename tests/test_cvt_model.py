@@ -147,8 +147,6 @@ def test_dropout_differs_between_labeled_and_unlabeled_steps_table_4_1(monkeypat
         return real(*args, keep=keep)
 
     monkeypatch.setattr(model.encoder, "forward", spy)
-    task = model.heads["chunk"]
-    assert task is not None
     sent = Sentence(WORDS[:4], tags=["B-NP", "I-NP", "B-VP", "O"])
     chunk = CVTTask("chunk")
     chunk.labels = ["B-NP", "E-NP", "O", "S-VP"]
