@@ -473,11 +473,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
         "compute. Each subcommand has its own --help.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from electra.multitask.commands import add_multitask  # BAM: its own module
+    # BAM and CVT keep their subcommands in their own packages.
+    from electra.cvt.cli import add_parsers as add_cvt
+    from electra.multitask.commands import add_multitask
 
     for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops,
-                _add_finetune, add_multitask, _add_score, _add_minimal_pairs, _add_rerank,
-                _add_plot):
+                _add_finetune, add_multitask, add_cvt, _add_score, _add_minimal_pairs,
+                _add_rerank, _add_plot):
         add(sub)
     return parser
 

@@ -1,0 +1,157 @@
+"""Does CVT beat supervised training, and by how much when labeled data is scarce?
+(dissertation chapter 4, Table 4.2 and Figure 4.5 left, at CPU scale.)
+
+For each task (CoNLL-2000 chunking, UD English EWT POS and dependency parsing) and labeled
+size (all training sentences, and a fixed random subset such as 1,000), trains the `small`
+preset supervised (`--no-cvt`) and with CVT on the same unlabeled corpus and the same
+vocabulary, and one multi-task CVT model over all the tasks (4.1.2), for each seed. Scores are
+dev scores of the EMA model (chunking: CoNLL-2000 test, which has no dev split); medians over
+seeds, with the gain of CVT over supervised.
+
+Each run is cached as WORK/results/NAME.json and trains under WORK/runs/NAME with
+checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` per run). Prints
+one JSON object (also written to WORK/summary.json).
+
+    OMP_NUM_THREADS=1 python benchmarks/cvt.py            # the full grid, 2 runs at a time
+    OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
+        --methods supervised,cvt --steps 600              # a reduced run
+
+The full grid is 42 runs (3 tasks x 2 sizes x 3 seeds x supervised/CVT, plus 6 multi-task
+runs) of 250 labeled steps each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+
+from electra.cvt.run import TrainSettings, run_train
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt",
+        "dep": SHARED / "ud_english_ewt"}
+METRIC = {"chunk": "f1", "pos": "accuracy", "dep": "las"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--work", type=Path, default=Path("runs/cvt_bench"))
+    p.add_argument("--tasks", default="chunk,pos,dep")
+    p.add_argument("--sizes", default="full,1000", help="labeled sentences per task; 'full' "
+                   "for all of them")
+    p.add_argument("--methods", default="supervised,cvt,multitask")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--steps", type=int, default=250, help="labeled minibatches per run")
+    p.add_argument("--preset", default="small")
+    p.add_argument("--unlabeled", action="append",
+                   help=f"unlabeled corpus (default: {SHARED / 'corpus/nltk/reuters.jsonl.gz'})")
+    p.add_argument("--max-unlabeled", type=int, default=100_000)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    p.add_argument("--jobs", type=int, default=2, help="runs trained at once (processes)")
+    p.add_argument("--data", action="append", default=[], metavar="TASK=DIR",
+                   help="another data directory for a task (default: ../shared/data)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="CVT config override for every run (e.g. lstm1=512)")
+    args = p.parse_args(argv)
+    args.dirs = dict(DATA)
+    for item in args.data:
+        task, _, path = item.partition("=")
+        args.dirs[task] = Path(path)
+    args.overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
+    return args
+
+
+def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) -> dict:
+    """One training run, cached: a finished run's results are read back, not recomputed."""
+    cache = args.work / "results" / f"{name}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    out = args.work / "runs" / name
+    data = [str(args.dirs[t]) if len(tasks) == 1 else f"{t}={args.dirs[t]}" for t in tasks]
+    settings = TrainSettings(
+        tasks=tasks, data=data, out=str(out), preset=args.preset, overrides=args.overrides,
+        unlabeled=args.unlabeled,
+        max_unlabeled=args.max_unlabeled, steps=args.steps, cvt=cvt, seed=seed,
+        train_sentences=None if size == "full" else int(size), save_every=100,
+        resume=(out / "run.json").is_file())
+    t0 = time.time()
+    res = run_train(settings, progress=False)
+    entry = {"name": name, "tasks": tasks, "size": size, "cvt": cvt, "seed": seed,
+             "steps": args.steps, "scores": res["scores"], "train_seconds": res["train_seconds"],
+             "wall_seconds": round(time.time() - t0, 1),
+             "unlabeled_sentences": res["unlabeled_sentences"],
+             "train_sentences": res["train_sentences"]}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(entry, indent=2) + "\n")
+    return entry
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    args.unlabeled = args.unlabeled or [str(SHARED / "corpus/nltk/reuters.jsonl.gz")]
+    tasks = [t for t in args.tasks.split(",") if t]
+    sizes = [s for s in args.sizes.split(",") if s]
+    methods = [m for m in args.methods.split(",") if m]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    t0 = time.time()
+    specs = []
+    for size in sizes:
+        for seed in seeds:
+            for task in tasks:
+                for method in ("supervised", "cvt"):
+                    if method in methods:
+                        specs.append((f"{task}-{size}-{method}-s{seed}-{args.steps}", [task],
+                                      size, method == "cvt", seed))
+            if "multitask" in methods and len(tasks) > 1:
+                specs.append((f"mt-{'+'.join(tasks)}-{size}-s{seed}-{args.steps}", tasks, size,
+                              True, seed))
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=torch.set_num_threads,
+                                 initargs=(args.threads,)) as pool:
+            runs = list(pool.map(run_one, [args] * len(specs), *zip(*specs, strict=True)))
+    else:
+        runs = [run_one(args, *spec) for spec in specs]
+    table = []
+    for task in tasks:
+        for size in sizes:
+            row: dict = {"task": task, "metric": METRIC[task], "labeled": size}
+            for method in methods:
+                scores = [r["scores"][task][METRIC[task]] for r in runs if r["size"] == size
+                          and task in r["tasks"] and _method(r) == method]
+                secs = [r["train_seconds"] for r in runs if r["size"] == size
+                        and task in r["tasks"] and _method(r) == method]
+                if scores:
+                    row[method] = {"median": round(100 * statistics.median(scores), 2),
+                                   "runs": [round(100 * s, 2) for s in scores],
+                                   "median_train_seconds": statistics.median(secs)}
+            if "supervised" in row and "cvt" in row:
+                row["cvt_gain"] = round(row["cvt"]["median"] - row["supervised"]["median"], 2)
+            table.append(row)
+    summary = {"steps_per_run": args.steps, "preset": args.preset, "seeds": seeds,
+               "unlabeled": args.unlabeled,
+               "unlabeled_sentences": max((r["unlabeled_sentences"] for r in runs), default=0),
+               "threads": args.threads, "wall_seconds_this_invocation": round(time.time() - t0),
+               "table": table}
+    args.work.mkdir(parents=True, exist_ok=True)
+    (args.work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
+def _method(run: dict) -> str:
+    if len(run["tasks"]) > 1:
+        return "multitask"
+    return "cvt" if run["cvt"] else "supervised"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""CVT hyper-parameters (Table 4.1) and the two presets.
+
+`paper` is Table 4.1 plus the reference implementation's unstated details (gradient clipping
+1.0, a 5,000-step linear warm-up, 128-unit parser projections). `small` keeps every rule but
+shrinks the sizes so a run takes minutes on 2 CPU cores. Strict merging reuses
+`electra.config.merge`: an unknown key is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from electra.config import merge
+from electra.errors import ElectraError
+
+
+@dataclass
+class CVTConfig:
+    # encoder (section 4.2.1, Table 4.1)
+    word_dim: int = 300
+    char_dim: int = 50
+    char_widths: list[int] = field(default_factory=lambda: [2, 3, 4])
+    char_filters: int = 100  # per width
+    max_word_len: int = 20
+    lstm1: int = 1024  # first Bi-LSTM, per direction
+    lstm2: int = 512  # second Bi-LSTM, per direction
+    projection: int = 512  # LSTM projection layers
+    hidden: int = 512  # hidden layer of each prediction module
+    dep_projection: int = 128  # head/dependent layers of the bilinear parser
+    max_vocab: int = 100_000
+    # training (section 4.1, 4.3.1, Table 4.1)
+    batch_size: int = 64
+    lr: float = 0.5
+    lr_decay: float = 0.005  # lr / (1 + lr_decay * sqrt(t))
+    warmup_steps: int = 5000  # reference implementation; not in the paper
+    momentum: float = 0.9
+    grad_clip: float = 1.0  # reference implementation; not in the paper
+    # Table 4.1 lists "dropout 0.5 labeled, 0.8 unlabeled"; the reference code names these
+    # keep probabilities (labeled_keep_prob/unlabeled_keep_prob), i.e. drop rates 0.5 / 0.2.
+    keep_labeled: float = 0.5
+    keep_unlabeled: float = 0.8
+    ema_decay: float = 0.998
+    label_smoothing: float = 0.1
+    full_view_aux: bool = True  # the extra full-view module with dropout (4.3.1)
+    max_unlabeled_len: int = 100
+
+    def validate(self) -> None:
+        for name in ("word_dim", "char_dim", "char_filters", "max_word_len", "lstm1", "lstm2",
+                     "projection", "hidden", "dep_projection", "max_vocab", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ElectraError(f"cvt.{name} must be positive, got {getattr(self, name)}")
+        if not self.char_widths or min(self.char_widths) < 1:
+            raise ElectraError("cvt.char_widths must be positive widths")
+        for name in ("keep_labeled", "keep_unlabeled"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ElectraError(f"cvt.{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ElectraError(f"cvt.ema_decay must be in [0, 1), got {self.ema_decay}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ElectraError("cvt.label_smoothing must be in [0, 1)")
+        if self.lr <= 0 or self.momentum < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
+            raise ElectraError("cvt.lr must be positive; momentum, grad_clip, warmup_steps >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {},
+    "small": {"word_dim": 100, "char_filters": 50, "lstm1": 256, "lstm2": 128,
+              "projection": 128, "hidden": 128, "dep_projection": 32, "max_vocab": 50_000,
+              "warmup_steps": 100},
+}
+
+
+def make_config(preset: str = "small", overrides: dict[str, Any] | None = None) -> CVTConfig:
+    if preset not in PRESETS:
+        raise ElectraError(f"unknown CVT preset {preset!r} (known: {', '.join(PRESETS)})")
+    cfg = CVTConfig()
+    merge(cfg, PRESETS[preset], where=f"preset {preset}")
+    if overrides:
+        merge(cfg, overrides, where="cvt config")
+    cfg.validate()
+    return cfg

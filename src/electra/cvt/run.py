@@ -1,0 +1,168 @@
+"""Entry points behind `electra cvt`: train (supervised or CVT, one or several tasks),
+evaluate a saved model on a dev/test split, predict a file."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from electra.cvt.config import make_config
+from electra.cvt.model import CVTModel, load_model_dir
+from electra.cvt.tasks import CVTTask
+from electra.cvt.train import RunData, predict, train
+from electra.cvt.unlabeled import load_sentences
+from electra.cvt.vocab import Vocab, build_vocab, init_embeddings, read_word_vectors
+from electra.errors import ElectraError
+
+
+def data_dirs(tasks: Sequence[str], data: Sequence[str]) -> dict[str, Path]:
+    """`--data DIR` for one task, or `--data TASK=DIR` for each of several."""
+    if len(data) == 1 and "=" not in data[0]:
+        if len(tasks) != 1:
+            raise ElectraError("several tasks need --data TASK=DIR for each of them")
+        return {tasks[0]: Path(data[0])}
+    dirs: dict[str, Path] = {}
+    for item in data:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ElectraError(f"--data {item!r}: expected TASK=DIR with several tasks")
+        if name not in tasks:
+            raise ElectraError(f"--data {item!r}: {name!r} is not in --tasks")
+        dirs[name] = Path(path)
+    missing = [t for t in tasks if t not in dirs]
+    if missing:
+        raise ElectraError(f"no --data for task(s) {', '.join(missing)}")
+    return dirs
+
+
+def subset(sents: list, n: int | None) -> list:
+    """A fixed random subset (seed 0, whatever the run's seed), so supervised and CVT runs
+    and all seeds see the same labeled sentences."""
+    if not n or n >= len(sents):
+        return sents
+    idx = sorted(random.Random(0).sample(range(len(sents)), n))
+    return [sents[i] for i in idx]
+
+
+@dataclass
+class TrainSettings:
+    tasks: list[str]
+    data: list[str]
+    out: str
+    preset: str = "small"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    unlabeled: list[str] = field(default_factory=list)
+    max_unlabeled: int = 200_000
+    text_field: str = "text"
+    steps: int | None = None
+    epochs: float | None = None
+    cvt: bool = True
+    seed: int = 0
+    train_sentences: int | None = None
+    word_vectors: str | None = None
+    resume: bool = False
+    save_every: int = 500
+
+
+def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
+    if (s.steps is None) == (s.epochs is None):
+        raise ElectraError("give exactly one of --steps and --epochs")
+    cfg = make_config(s.preset, s.overrides)
+    dirs = data_dirs(s.tasks, s.data)
+    tasks = [CVTTask(name) for name in s.tasks]
+    train_sets, dev_sets = {}, {}
+    for task in tasks:  # read everything first: a bad file fails before any training
+        train_sets[task.name] = subset(task.read_file(task.find(dirs[task.name], "train")),
+                                       s.train_sentences)
+        dev_sets[task.name] = task.read_file(task.find(dirs[task.name], "dev"))
+        task.set_labels(train_sets[task.name])
+    unlabeled = (load_sentences(s.unlabeled, s.max_unlabeled, s.text_field,
+                                cfg.max_unlabeled_len) if s.unlabeled else [])
+    if s.cvt and not unlabeled:
+        raise ElectraError("CVT needs unlabeled sentences: --unlabeled gave none"
+                           if s.unlabeled else "CVT needs --unlabeled CORPUS (or --no-cvt)")
+    out = Path(s.out)
+    run_file = out / "run.json"
+    # What may change on --resume: how long to train and how often to save.
+    settings = {k: v for k, v in s.__dict__.items()
+                if k not in ("resume", "steps", "epochs", "save_every")}
+    fresh = not (s.resume and run_file.exists())
+    vectors = None
+    if not fresh:
+        if json.loads(run_file.read_text()) != json.loads(json.dumps(settings)):
+            raise ElectraError(f"{run_file}: --resume with different settings than the run "
+                               "being resumed")
+        vocab = Vocab.from_json(json.loads((out / "vocab.json").read_text()))
+    else:
+        vectors = read_word_vectors(s.word_vectors, cfg.max_vocab) if s.word_vectors else None
+        vocab = build_vocab([x.words for v in train_sets.values() for x in v], unlabeled,
+                            cfg.max_vocab, vectors[0] if vectors else ())
+        out.mkdir(parents=True, exist_ok=True)
+        run_file.write_text(json.dumps(settings, indent=2) + "\n")
+        (out / "vocab.json").write_text(json.dumps(vocab.to_json()) + "\n")
+    torch.manual_seed(s.seed)
+    model = CVTModel(cfg, vocab, tasks)
+    found = 0
+    if vectors is not None:  # a resumed run restores its (trained) embeddings instead
+        found = init_embeddings(model.encoder.word_embed.weight, vocab, *vectors)
+    if s.steps is not None:
+        steps = s.steps
+    else:
+        per_epoch = sum(-(-len(v) // cfg.batch_size) for v in train_sets.values())
+        steps = max(1, round(s.epochs * per_epoch))
+    data = RunData(tasks, train_sets, dev_sets, unlabeled)
+    results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, s.resume, s.save_every,
+                    progress, model=model)
+    results["vocab_size"] = len(vocab.words)
+    results["word_vectors"] = ({"file": s.word_vectors, "found": found} if s.word_vectors
+                               else "random initialisation")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _task_of(tasks: list[CVTTask], name: str | None) -> CVTTask:
+    if name is None:
+        if len(tasks) > 1:
+            raise ElectraError(f"the model has tasks {', '.join(t.name for t in tasks)}: "
+                               "name one with --task")
+        return tasks[0]
+    for t in tasks:
+        if t.name == name:
+            return t
+    raise ElectraError(f"the model has no task {name!r}")
+
+
+def run_evaluate(model_dir: str, data: Sequence[str], out: str, split: str = "dev"
+                 ) -> dict[str, Any]:
+    """Score a saved model on each of its tasks' `split`; writes predictions + results.json."""
+    model, vocab, tasks = load_model_dir(model_dir)
+    dirs = data_dirs([t.name for t in tasks], data)
+    res: dict[str, Any] = {"model": model_dir, "split": split, "scores": {}, "predictions": {}}
+    for task in tasks:
+        sents = task.read_file(task.find(dirs[task.name], split))
+        preds = predict(model, task, sents, vocab)
+        res["scores"][task.name] = task.score(sents, preds)
+        res["predictions"][task.name] = str(task.write(
+            Path(out) / f"{task.name}_{split}_predictions{task.suffix}", sents, preds))
+    (Path(out) / "results.json").write_text(json.dumps(res, indent=2) + "\n")
+    return res
+
+
+def run_predict(model_dir: str, input_file: str, output: str, task_name: str | None = None
+                ) -> dict[str, Any]:
+    """Predict a file in the task's format (labels, if there, are ignored; a tagging file
+    may hold words alone) and write CoNLL-style output: `word [gold] pred` for tagging,
+    CoNLL-U for dep."""
+    model: CVTModel
+    model, vocab, tasks = load_model_dir(model_dir)
+    task = _task_of(tasks, task_name)
+    sents = task.read_file(input_file, labeled=False)
+    preds = predict(model, task, sents, vocab)
+    task.write(output, sents, preds)
+    return {"task": task.name, "sentences": len(sents), "output": output}

@@ -1,0 +1,256 @@
+"""The CVT training loop (sections 4.1.1, 4.1.2, 4.3.1, Table 4.1).
+
+One step is a supervised minibatch (a task picked at random when there are several, with
+probability proportional to the square root of its training set size as in the reference, 4.1.2)
+followed, unless `cvt=False`, by an unlabeled minibatch on which every task's primary module,
+run without dropout and without gradient, gives soft targets that every auxiliary module of
+every task learns to match (KL). Each minibatch is its own SGD update (momentum 0.9, lr
+0.5 / (1 + 0.005 sqrt(t)), t counting updates, after a linear warm-up), gradients clipped to
+norm 1. An exponential moving average of the weights (0.998) is what is evaluated and saved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from electra.cvt.batch import Sampler, encode_words
+from electra.cvt.config import CVTConfig
+from electra.cvt.conll import Sentence
+from electra.cvt.model import CVTModel, save_model_dir
+from electra.cvt.modules import cvt_loss, supervised_loss
+from electra.cvt.tasks import CVTTask
+from electra.cvt.vocab import Vocab
+from electra.errors import ElectraError
+from electra.train import checkpoint as ckpt
+
+
+def labeled_loss(model: CVTModel, task: CVTTask, batch: dict[str, torch.Tensor],
+                 cfg: CVTConfig) -> torch.Tensor:
+    """L_sup on one task's minibatch: primary module, labeled dropout, label smoothing for
+    tagging (4.3.1)."""
+    enc = model.encode(batch, keep=cfg.keep_labeled)
+    head = model.heads[task.name]
+    targets = head.targets(batch)
+    mask = enc.mask & (targets >= 0) if task.kind == "tag" else enc.mask & (batch["rels"] >= 0)
+    smoothing = cfg.label_smoothing if task.kind == "tag" else 0.0
+    return supervised_loss(head(enc), targets, mask, smoothing)
+
+
+def unlabeled_loss(model: CVTModel, batch: dict[str, torch.Tensor], cfg: CVTConfig
+                   ) -> tuple[torch.Tensor, dict[str, float]]:
+    """L_CVT summed over all tasks' auxiliary modules (4.1.2: all tasks at once). The
+    teachers are the primary modules without dropout, under no_grad (4.1.1, 4.3.1)."""
+    with torch.no_grad():
+        teacher_enc = model.encode(batch, keep=1.0)
+        teachers = {name: head(teacher_enc) for name, head in model.heads.items()}
+    enc = model.encode(batch, keep=cfg.keep_unlabeled)
+    total = torch.zeros(())
+    parts: dict[str, float] = {}
+    for name, head in model.heads.items():
+        for view, logits in head.auxiliary(enc).items():
+            loss = cvt_loss(teachers[name], logits, enc.mask)
+            parts[f"{name}/{view}"] = loss.item()
+            total = total + loss
+    return total, parts
+
+
+class EMA:
+    """Exponential moving average of every parameter and buffer. The decay is
+    min(decay, (1 + n) / (10 + n)) after n updates (TensorFlow's num_updates rule). The
+    reference uses a constant 0.998 from the initial weights, harmless over its hundreds of
+    thousands of updates; at our few hundred it would leave the saved model close to the random
+    initialisation, hence the ramp."""
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        self.decay = decay
+        self.updates = 0
+        self.shadow = {k: v.detach().clone().float() for k, v in model.state_dict().items()}
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        self.updates += 1
+        d = min(self.decay, (1 + self.updates) / (10 + self.updates))
+        for k, v in model.state_dict().items():
+            self.shadow[k].mul_(d).add_(v.detach().float(), alpha=1 - d)
+
+    def apply_to(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """Load the averaged weights into `model`; returns the live ones for `restore`."""
+        live = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(self.shadow)
+        return live
+
+
+def lr_factor(cfg: CVTConfig):
+    def factor(t: int) -> float:
+        warm = min(1.0, (t + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+        return warm / (1.0 + cfg.lr_decay * math.sqrt(t))
+    return factor
+
+
+@torch.no_grad()
+def predict(model: CVTModel, task: CVTTask, sents: Sequence[Sentence], vocab: Vocab,
+            batch_size: int = 64) -> list:
+    """Primary-module predictions, in input order (batches of similar length for speed)."""
+    model.eval()
+    order = sorted(range(len(sents)), key=lambda i: len(sents[i].words))
+    preds: list[Any] = [None] * len(sents)
+    for start in range(0, len(order), batch_size):
+        idx = order[start: start + batch_size]
+        batch = encode_words([sents[i].words for i in idx], vocab, model.cfg.max_word_len)
+        head = model.heads[task.name]
+        decoded = head.decode(head(model.encode(batch, keep=1.0)))
+        for i, p in zip(idx, task.to_strings(decoded, batch["lengths"].tolist()), strict=True):
+            preds[i] = p
+    return preds
+
+
+@dataclass
+class RunData:
+    tasks: list[CVTTask]
+    train: dict[str, list[Sentence]]
+    dev: dict[str, list[Sentence]]
+    unlabeled: list[list[str]] = field(default_factory=list)
+
+
+def _labeled_batch(task: CVTTask, sents: list[Sentence], vocab: Vocab, cfg: CVTConfig):
+    batch = encode_words([s.words for s in sents], vocab, cfg.max_word_len)
+    batch.update(task.targets(sents, batch["words"].shape[1]))
+    return batch
+
+
+class _Log:
+    """OUT/metrics.jsonl, one line per 25 steps; on resume, lines past the checkpoint (written
+    by the interrupted run after its last save) are dropped so each step appears once."""
+
+    def __init__(self, path: Path, start: int):
+        self.path = path
+        if path.exists():
+            keep = [line for line in path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= start]
+            path.write_text("".join(line + "\n" for line in keep))
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a") as h:
+            h.write(json.dumps(record) + "\n")
+
+
+def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA,
+                     samplers: dict[str, Sampler], state: dict[str, Any]) -> None:
+    tmp = ckpt.begin(out, step)
+    ckpt.write_main(tmp, model, optimizer, scheduler, step)
+    ckpt.write_rng(tmp, 0)
+    save_file({k: v.contiguous() for k, v in ema.shadow.items()}, str(tmp / "ema.safetensors"))
+    torch.save({"samplers": {k: s.state_dict() for k, s in samplers.items()},
+                "ema_updates": ema.updates, **state}, tmp / "cvt_state.pt")
+    ckpt.commit(tmp, out, step, {"kind": "cvt"}, keep=2)
+
+
+def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
+          seed: int, resume: bool = False, save_every: int = 0, progress: bool | None = None,
+          model: CVTModel | None = None) -> dict[str, Any]:
+    """Train, save OUT/model (EMA weights), score dev, write dev predictions and
+    OUT/results.json; returns the results."""
+    if cvt and not data.unlabeled:
+        raise ElectraError("CVT needs unlabeled sentences (--unlabeled), or pass --no-cvt")
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    model = model or CVTModel(cfg, vocab, data.tasks)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(cfg))
+    ema = EMA(model, cfg.ema_decay)
+    samplers = {t.name: Sampler([len(s.words) for s in data.train[t.name]], cfg.batch_size,
+                                seed + i) for i, t in enumerate(data.tasks)}
+    if cvt:
+        samplers["<unlabeled>"] = Sampler([len(w) for w in data.unlabeled], cfg.batch_size,
+                                          seed + 1000)
+    start, elapsed = 0, 0.0
+    latest = ckpt.find_latest(out) if resume else None
+    if latest is not None:
+        start = ckpt.load(latest, model, optimizer, scheduler, rank=0)
+        ema.shadow = {k: v for k, v in load_file(str(latest / "ema.safetensors")).items()}
+        state = torch.load(latest / "cvt_state.pt", weights_only=False)
+        ema.updates = state["ema_updates"]
+        for k, s in samplers.items():
+            s.load_state_dict(state["samplers"][k])
+        elapsed = state["elapsed"]
+    params = [p for p in model.parameters()]
+    # 4.1.2 picks "a task at random"; the reference weights each by sqrt(training set size).
+    weights = [math.sqrt(len(data.train[t.name])) for t in data.tasks]
+    log = _Log(out / "metrics.jsonl", start)
+
+    def update(loss: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        ema.update(model)
+
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = tqdm(total=steps, initial=start, desc="cvt" if cvt else "supervised", disable=not show)
+    t0 = time.time()
+    last = {}
+    for step in range(start, steps):
+        model.train()
+        # The task of step `step` depends on (seed, step) only, so resuming repeats it.
+        task = random.Random(seed * 1_000_003 + step).choices(data.tasks, weights)[0]
+        sents = [data.train[task.name][i] for i in samplers[task.name].next()]
+        sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
+        update(sup)
+        last = {"sup": sup.item(), "task": task.name}
+        if cvt:
+            words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
+            loss, _ = unlabeled_loss(model, encode_words(words, vocab, cfg.max_word_len), cfg)
+            update(loss)
+            last["cvt"] = loss.item()
+        bar.update(1)
+        bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v)
+                         for k, v in last.items()}, refresh=False)
+        done = step + 1
+        if done % 25 == 0 or done == steps:
+            log.write({"step": done, "lr": scheduler.get_last_lr()[0], **last,
+                       "seconds": round(elapsed + time.time() - t0, 1)})
+        if save_every and done % save_every == 0 and done < steps:
+            _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
+                             {"elapsed": elapsed + time.time() - t0})
+    bar.close()
+    elapsed += time.time() - t0
+    if steps > start:
+        _save_checkpoint(out, steps, model, optimizer, scheduler, ema, samplers,
+                         {"elapsed": elapsed})
+    return finish(model, ema, data, vocab, out, {"steps": steps, "cvt": cvt, "seed": seed,
+                                                 "train_seconds": round(elapsed, 1),
+                                                 "last_losses": last})
+
+
+def finish(model: CVTModel, ema: EMA, data: RunData, vocab: Vocab, out: Path,
+           info: dict[str, Any]) -> dict[str, Any]:
+    """Swap in the EMA weights (4.3.1), save them as OUT/model, score every task's dev set."""
+    ema.apply_to(model)
+    save_model_dir(out / "model", model, ema.shadow, vocab, data.tasks)
+    results: dict[str, Any] = {**info, "model": str(out / "model"),
+                               "config": model.cfg.to_dict(),
+                               "train_sentences": {k: len(v) for k, v in data.train.items()},
+                               "unlabeled_sentences": len(data.unlabeled) if info["cvt"] else 0,
+                               "scores": {}, "predictions": {}}
+    for task in data.tasks:
+        preds = predict(model, task, data.dev[task.name], vocab, model.cfg.batch_size)
+        results["scores"][task.name] = task.score(data.dev[task.name], preds)
+        path = task.write(out / f"{task.name}_dev_predictions{task.suffix}",
+                          data.dev[task.name], preds)
+        results["predictions"][task.name] = str(path)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results

@@ -1,0 +1,55 @@
+"""Tiny CVT fixtures: synthetic CoNLL-2000 and CoNLL-U files, unlabeled text, a tiny config."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+TINY = {"word_dim": 8, "char_dim": 4, "char_filters": 3, "lstm1": 12, "lstm2": 6,
+        "projection": 6, "hidden": 8, "dep_projection": 5, "batch_size": 4, "warmup_steps": 0,
+        "max_vocab": 500}
+
+_NOUNS = ["dog", "cat", "Paris", "bank", "price", "market", "child", "idea"]
+_VERBS = ["saw", "likes", "sold", "bought", "finds"]
+_DETS = ["the", "a", "every"]
+
+
+def _sentence(rng: random.Random) -> list[tuple[str, str, str, int, str]]:
+    """(word, POS, chunk, head, relation) for `det noun verb det noun .`."""
+    d1, n1, v, d2, n2 = (rng.choice(_DETS), rng.choice(_NOUNS), rng.choice(_VERBS),
+                         rng.choice(_DETS), rng.choice(_NOUNS))
+    return [(d1, "DET", "B-NP", 2, "det"), (n1, "NOUN", "I-NP", 3, "nsubj"),
+            (v, "VERB", "B-VP", 0, "root"), (d2, "DET", "B-NP", 5, "det"),
+            (n2, "NOUN", "I-NP", 3, "obj"), (".", "PUNCT", "O", 3, "punct")]
+
+
+def write_chunk(d: Path, n_train: int = 24, n_test: int = 8, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train.txt", n_train), ("test.txt", n_test)):
+        lines = []
+        for _ in range(n):
+            lines += [f"{w} {p} {c}" for w, p, c, _, _ in _sentence(rng)] + [""]
+        (d / name).write_text("\n".join(lines) + "\n")
+    return d
+
+
+def write_ud(d: Path, n_train: int = 24, n_dev: int = 8, seed: int = 1) -> Path:
+    rng = random.Random(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train.conllu", n_train), ("dev.conllu", n_dev)):
+        lines = []
+        for k in range(n):
+            lines.append(f"# sent_id = {k}")
+            for i, (w, p, _, h, r) in enumerate(_sentence(rng), start=1):
+                lines.append("\t".join([str(i), w, w.lower(), p, "_", "_", str(h), r, "_", "_"]))
+            lines.append("")
+        (d / name).write_text("\n".join(lines) + "\n")
+    return d
+
+
+def write_unlabeled(path: Path, n: int = 40, seed: int = 2) -> Path:
+    rng = random.Random(seed)
+    text = "\n\n".join(" ".join(w for w, *_ in _sentence(rng))[:-2] + "." for _ in range(n))
+    path.write_text(text + "\n")
+    return path

@@ -1,0 +1,195 @@
+"""CVT training: the EMA weights are what is saved (4.3.1), resume is exact, multi-task CVT
+(4.1.2), the lr schedule (Table 4.1), and the `electra cvt` commands end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from cvt_helpers import TINY, write_chunk, write_ud, write_unlabeled
+from safetensors.torch import load_file
+
+from electra.cli import main
+from electra.cvt.batch import Sampler
+from electra.cvt.config import make_config
+from electra.cvt.model import load_model_dir
+from electra.cvt.run import TrainSettings, run_train
+from electra.cvt.train import EMA, lr_factor
+
+
+@pytest.fixture()
+def data(tmp_path):
+    return {"chunk": write_chunk(tmp_path / "chunk"), "ud": write_ud(tmp_path / "ud"),
+            "unlabeled": write_unlabeled(tmp_path / "raw.txt")}
+
+
+def _settings(files, out, **kw) -> TrainSettings:
+    base = dict(tasks=["chunk"], data=[str(files["chunk"])], out=str(out), overrides=TINY,
+                unlabeled=[str(files["unlabeled"])], steps=6, seed=3, save_every=0)
+    base.update(kw)
+    return TrainSettings(**base)
+
+
+def test_the_saved_model_is_the_ema_of_the_weights_section_4_3_1(data, tmp_path):
+    out = tmp_path / "run"
+    res = run_train(_settings(data, out, steps=4, overrides={**TINY, "ema_decay": 0.5}))
+    saved = load_file(str(out / "model" / "model.safetensors"))
+    ckpt_dir = out / "checkpoints" / "step_00000004"
+    live = load_file(str(ckpt_dir / "model.safetensors"))
+    ema = load_file(str(ckpt_dir / "ema.safetensors"))
+    assert saved.keys() == ema.keys()
+    assert all(torch.equal(saved[k], ema[k]) for k in saved)
+    assert any(not torch.equal(saved[k], live[k]) for k in saved)
+    # and the dev scores in results.json are the saved model's
+    model, vocab, tasks = load_model_dir(out / "model")
+    ev = tmp_path / "eval"
+    assert main(["cvt-evaluate", "--model", str(out / "model"), "--data", str(data["chunk"]),
+                 "--out", str(ev)]) == 0
+    assert json.loads((ev / "results.json").read_text())["scores"] == res["scores"]
+
+
+def test_ema_follows_the_tensorflow_num_updates_rule():
+    lin = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        lin.weight.fill_(0.0)
+    ema = EMA(lin, 0.998)
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+    ema.update(lin)  # decay min(0.998, 2/11)
+    assert ema.shadow["weight"].item() == pytest.approx(1 - 2 / 11)
+
+
+def test_lr_schedule_table_4_1():
+    cfg = make_config("paper", {"warmup_steps": 0})
+    f = lr_factor(cfg)
+    assert f(0) == 1.0
+    assert f(10_000) == pytest.approx(1 / (1 + 0.005 * 100))
+    warm = lr_factor(make_config("paper"))  # reference: linear warm-up over 5,000 updates
+    assert warm(2499) == pytest.approx(0.5 / (1 + 0.005 * math.sqrt(2499)))
+
+
+def test_resume_is_exact(data, tmp_path):
+    straight = tmp_path / "straight"
+    run_train(_settings(data, straight, steps=6, save_every=3))
+    split = tmp_path / "split"
+    run_train(_settings(data, split, steps=3))
+    res = run_train(_settings(data, split, steps=6, resume=True))
+    a = load_file(str(straight / "model" / "model.safetensors"))
+    b = load_file(str(split / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert res["scores"] == json.loads((straight / "results.json").read_text())["scores"]
+    with pytest.raises(Exception, match="different settings"):
+        run_train(_settings(data, split, steps=6, seed=4, resume=True))
+
+
+def test_sampler_state_is_its_position():
+    a = Sampler([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], 3, seed=7, pool=2)
+    first = [a.next() for _ in range(5)]
+    b = Sampler([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], 3, seed=7, pool=2)
+    b.load_state_dict({"epoch": 0, "offset": 2})
+    assert [b.next() for _ in range(3)] == first[2:]
+    assert sorted(i for batch in first[:4] for i in batch) == list(range(10))
+
+
+def test_multitask_cvt_trains_every_task_section_4_1_2(data, tmp_path):
+    out = tmp_path / "mt"
+    res = run_train(_settings(data, out, tasks=["chunk", "pos", "dep"], steps=4,
+                              data=[f"chunk={data['chunk']}", f"pos={data['ud']}",
+                                    f"dep={data['ud']}"]))
+    assert set(res["scores"]) == {"chunk", "pos", "dep"}
+    assert set(res["scores"]["dep"]) == {"uas", "las"}
+    assert (out / "dep_dev_predictions.conllu").is_file()
+    assert (out / "pos_dev_predictions.txt").is_file()
+    _, _, tasks = load_model_dir(out / "model")
+    assert [t.name for t in tasks] == ["chunk", "pos", "dep"]
+
+
+def test_cli_train_predict_and_errors(data, tmp_path, capsys):
+    out = tmp_path / "cli"
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    assert main(["cvt", "--tasks", "dep", "--data", str(data["ud"]), "--no-cvt", "--out",
+                 str(out), "--steps", "3", *sets]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed["scores"]["dep"]) == {"uas", "las"}
+    pred = tmp_path / "pred.conllu"
+    assert main(["cvt-predict", "--model", str(out / "model"), "--input",
+                 str(data["ud"] / "dev.conllu"), "--output", str(pred)]) == 0
+    lines = [x for x in pred.read_text().splitlines() if x]
+    assert len(lines) == 8 * 6 and all(len(x.split("\t")) == 10 for x in lines)
+    # bad input: one line naming file:line, nothing written
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "train.txt").write_text("a DT B-NP\nb NN\n")
+    (bad / "test.txt").write_text("a DT B-NP\n")
+    capsys.readouterr()
+    assert main(["cvt", "--tasks", "chunk", "--data", str(bad), "--no-cvt", "--out",
+                 str(tmp_path / "never"), "--steps", "1"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"electra cvt: error: {bad / 'train.txt'}:2: 2 columns, expected 3"
+    assert not (tmp_path / "never").exists()
+    assert main(["cvt", "--tasks", "chunk", "--data", str(data["chunk"]), "--out",
+                 str(tmp_path / "x"), "--steps", "1"]) == 1
+    assert "--unlabeled" in capsys.readouterr().err
+    assert main(["cvt", "--tasks", "chunk,pos", "--data", str(data["chunk"]), "--no-cvt",
+                 "--out", str(tmp_path / "y"), "--steps", "1"]) == 1
+    assert "TASK=DIR" in capsys.readouterr().err
+
+
+def test_word_vectors_initialise_embeddings(data, tmp_path):
+    vec = tmp_path / "vec.txt"
+    vec.write_text("dog " + " ".join(["0.5"] * TINY["word_dim"]) + "\n")
+    out = tmp_path / "wv"
+    res = run_train(_settings(data, out, steps=1, word_vectors=str(vec), cvt=False,
+                              overrides={**TINY, "lr": 1e-9}))
+    assert res["word_vectors"] == {"file": str(vec), "found": 1}
+    model, vocab, _ = load_model_dir(out / "model")
+    row = model.encoder.word_embed.weight[vocab.word_id("dog")]
+    assert torch.allclose(row, torch.full_like(row, 0.5), atol=1e-6)
+
+
+def test_ner_from_conll2003_files_and_predict_on_bare_words(tmp_path, capsys):
+    d = tmp_path / "ner"
+    d.mkdir()
+    sent = ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP I-ORG", "rejects VBZ B-VP O",
+            "German JJ B-NP I-MISC", "call NN I-NP O", "", "Peter NNP B-NP I-PER",
+            "Blackburn NNP I-NP I-PER", ""]
+    (d / "eng.train").write_text("\n".join(sent * 3) + "\n")
+    (d / "eng.testa").write_text("\n".join(sent) + "\n")
+    out = tmp_path / "out"
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    assert main(["cvt", "--tasks", "ner", "--data", str(d), "--no-cvt", "--out", str(out),
+                 "--epochs", "2", *sets, "--quiet"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["steps"] == 4  # 6 sentences, batch 4: 2 batches per epoch, 2 epochs
+    assert set(res["scores"]["ner"]) == {"f1", "precision", "recall"}
+    _, _, tasks = load_model_dir(out / "model")
+    assert tasks[0].labels == ["B-PER", "E-PER", "O", "S-MISC", "S-ORG"]  # BIOES inside
+    dev_lines = (out / "ner_dev_predictions.txt").read_text().split("\n")
+    assert dev_lines[0].split()[:2] == ["EU", "I-ORG"]  # word, gold as given, prediction
+    words = tmp_path / "words.txt"
+    words.write_text("Peter\nvisits\nGermany\n\nEU\n")
+    pred = tmp_path / "pred.txt"
+    capsys.readouterr()
+    assert main(["cvt-predict", "--model", str(out / "model"), "--input", str(words),
+                 "--output", str(pred)]) == 0
+    rows = [line.split() for line in pred.read_text().splitlines()]
+    assert [r[0] for r in rows if r] == ["Peter", "visits", "Germany", "EU"]
+    assert all(len(r) == 2 and (r[1] == "O" or r[1][:2] in ("B-", "I-")) for r in rows if r)
+
+
+def test_paper_preset_is_table_4_1():
+    cfg = make_config("paper")
+    assert (cfg.char_dim, cfg.char_widths, cfg.char_filters) == (50, [2, 3, 4], 100)
+    assert (cfg.lstm1, cfg.lstm2, cfg.projection, cfg.hidden) == (1024, 512, 512, 512)
+    assert (cfg.keep_labeled, cfg.keep_unlabeled, cfg.ema_decay) == (0.5, 0.8, 0.998)
+    assert (cfg.lr, cfg.lr_decay, cfg.momentum, cfg.batch_size) == (0.5, 0.005, 0.9, 64)
+    assert cfg.label_smoothing == 0.1 and cfg.word_dim == 300
+    from electra.cvt.encoder import Encoder
+
+    enc = Encoder(cfg, n_words=10, n_chars=10)
+    assert (enc.lstm1.hidden_size, enc.lstm1.proj_size, enc.d1) == (1024, 512, 512)
+    assert enc.full_dim == 2 * 512 + 2 * 512 and enc.chars.out_dim == 300
+    with pytest.raises(Exception, match="unknown key 'lstm3'"):
+        make_config("small", {"lstm3": 1})
