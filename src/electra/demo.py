@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     shutil.rmtree(run_dir, ignore_errors=True)  # a demo always trains from scratch
     _stage(f"pre-training {preset} ELECTRA for {cfg.train.steps} steps "
            f"(batch {cfg.train.batch_size} x {SEQ_LEN} tokens)")
-    summary = pretrain(cfg, data_dir, run_dir)
+    summary = pretrain(cfg, data_dir, run_dir, show_progress=sys.stderr.isatty())
 
     _stage(f"evaluating on held-out text ({len(heldout)} examples)")
     special = special_ids_for(data_dir)
@@ -103,7 +104,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     trained = build_objective(cfg.model, cfg.objective, special)
     latest = checkpoint.find_latest(run_dir)
     load_model(trained, str(latest / "model.safetensors"))
-    after = evaluate_objective(trained, heldout)
+    after = evaluate_objective(trained, heldout, show_progress=sys.stderr.isatty())
 
     probes = heldout_probes(run_dir)
     report = {
