@@ -32,3 +32,4 @@ def test_demo_with_the_tiny_local_preset(tmp_path, capsys):
     assert config["objective"]["disc_bias_init"] == "base-rate"
     with pytest.raises(ElectraError, match="tiny-local"):
         run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "d2", preset="small")
+    assert not (tmp_path / "d2").exists()  # refused before anything is written

@@ -53,6 +53,8 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     from electra.demo_corpus import fetch_wiki_corpus
     from electra.tokenizer import train_vocab, vocab_checksum
 
+    if preset not in DEMO_PRESETS:
+        raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,8 +83,6 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     train_data = PretrainingDataset(data_dir, "train")
     heldout = PretrainingDataset(data_dir, "heldout")
 
-    if preset not in DEMO_PRESETS:
-        raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
     cfg = PretrainConfig.from_preset(preset)
     cfg.train.steps = steps or DEFAULT_STEPS
     cfg.train.batch_size = batch_size or DEFAULT_BATCH
