@@ -274,6 +274,16 @@ def summary(values: list[float]) -> dict:
             "std": statistics.pstdev(values) if len(values) > 1 else 0.0, "values": values}
 
 
+def train_examples_of(task: Task, data_dir, settings: FinetuneSettings) -> list[Example]:
+    """The task's training examples (the first max_train_examples); none is an error."""
+    train = task.read(data_dir, "train")
+    if settings.max_train_examples:
+        train = train[:settings.max_train_examples]
+    if not train:
+        raise ElectraError(f"{data_dir}: no training examples for {task.name}")
+    return train
+
+
 def eval_sets_of(task: Task, data_dir, settings: FinetuneSettings) -> dict[str, list[Example]]:
     sets = {}
     for split in task.eval_splits:
@@ -317,11 +327,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     settings = dataclasses.replace(settings,
                                    max_seq_len=settings.max_seq_len or task.default_max_seq_len)
 
-    train = task.read(data_dir, "train")
-    if settings.max_train_examples:
-        train = train[:settings.max_train_examples]
-    if not train:
-        raise ElectraError(f"{data_dir}: no training examples for {task.name}")
+    train = train_examples_of(task, data_dir, settings)
     eval_sets = eval_sets_of(task, data_dir, settings)
     features = task.featurize(train, tokenizer, settings.max_seq_len)
     pad_id = tokenizer.token_to_id("[PAD]") or 0

@@ -38,6 +38,7 @@ from electra.finetune.loop import (
     primary_key,
     resolve_device,
     summary,
+    train_examples_of,
     train_model,
 )
 from electra.finetune.model_io import load_source, save_finetuned
@@ -112,11 +113,7 @@ def read_task_data(task: Task, folder: Path, settings: FinetuneSettings
     """Training examples (the first max_train_examples) and dev sets; any reading error names
     the task as well as the file."""
     try:
-        train = task.read(folder, "train")
-        if settings.max_train_examples:
-            train = train[:settings.max_train_examples]
-        if not train:
-            raise ElectraError(f"{folder}: no training examples")
+        train = train_examples_of(task, folder, settings)
         evals = eval_sets_of(task, folder, settings)
     except ElectraError as e:
         raise ElectraError(f"task {task.name}: {e}") from None
