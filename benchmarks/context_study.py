@@ -35,6 +35,9 @@ BIGRAM_WEIGHT = 0.9
 # 128). Every variant trains for as many of its own steps as that buys (at least 1).
 BUDGET_STEPS = 600
 BASE = {"train.batch_size": 32, "train.learning_rate": 1e-3}
+# What the `tiny-local` preset changes in `tiny` (electra.config.PRESETS).
+TINY_LOCAL = {"objective.disc_bias_init": "base-rate", "model.position_bias": "alibi",
+              "model.alibi_max_slope": 1.0}
 VARIANTS: dict[str, tuple[dict, str]] = {
     "electra": ({}, "tiny ELECTRA as the demo runs it (generator 1/2, lr 1e-3)"),
     "unigram-sampler": ({"objective.generator": "unigram"},
@@ -44,18 +47,10 @@ VARIANTS: dict[str, tuple[dict, str]] = {
                        "discriminator output bias starts at the log-odds of mask_prob"),
     "alibi-steep": ({"model.position_bias": "alibi", "model.alibi_max_slope": 1.0},
                     "ALiBi with slopes 1 and 1/16 (one head local from step 0)"),
-    "base-rate+alibi-steep": ({"objective.disc_bias_init": "base-rate",
-                               "model.position_bias": "alibi", "model.alibi_max_slope": 1.0},
-                              "both: no pressure to collapse, and a local head"),
-    "base-rate+alibi-steep-4heads": ({"objective.disc_bias_init": "base-rate",
-                                      "model.position_bias": "alibi",
-                                      "model.alibi_max_slope": 1.0,
-                                      "model.num_attention_heads": 4},
+    "base-rate+alibi-steep": (TINY_LOCAL, "both: no pressure to collapse, and a local head"),
+    "base-rate+alibi-steep-4heads": ({**TINY_LOCAL, "model.num_attention_heads": 4},
                                      "both, with 4 heads of 32 (slopes 1, 1/4, 1/16, 1/64)"),
-    "base-rate+alibi-steep-lr2e-3": ({"objective.disc_bias_init": "base-rate",
-                                      "model.position_bias": "alibi",
-                                      "model.alibi_max_slope": 1.0,
-                                      "train.learning_rate": 2e-3},
+    "base-rate+alibi-steep-lr2e-3": ({**TINY_LOCAL, "train.learning_rate": 2e-3},
                                      "both, peak learning rate 2e-3"),
     "init-0.088": ({"model.initializer_range": 0.088},
                    "init std 1/sqrt(hidden) instead of 0.02"),
