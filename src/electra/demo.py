@@ -77,7 +77,8 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         from electra.data.prepare import prepare_corpus
 
         prepare_corpus(corpus, vocab_dir, SEQ_LEN, data_dir, seed=seed,
-                       heldout_fraction=HELDOUT_FRACTION, overwrite=True)
+                       heldout_fraction=HELDOUT_FRACTION, overwrite=True,
+                       show_progress=sys.stderr.isatty())
     else:
         _stage(f"data: reusing {data_dir}")
     train_data = PretrainingDataset(data_dir, "train")
