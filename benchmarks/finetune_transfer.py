@@ -56,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--epochs", type=float, help="default: the task's (10 RTE, 3 otherwise)")
     p.add_argument("--max-eval-examples", type=int)
     p.add_argument("--lr", type=float, help="default: 3e-4 (Table 5.2, Small)")
+    p.add_argument("--layerwise-decay", type=float, help="default: 0.8 (Table 5.2, Small); 1.0 "
+                   "switches it off, which barely-trained lower layers may need")
     p.add_argument("--init-seed", type=int, default=0, help="seed of the random initialisation")
     p.add_argument("--demo-steps", type=int, help="pre-training steps when running the demo")
     p.add_argument("--bf16", action="store_true")
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     jobs = [(task_name, start) for task_name in tasks for start in STARTS]
     settings = {t: FinetuneSettings(seeds=args.seeds, epochs=args.epochs, lr=args.lr,
+                                    layerwise_decay=args.layerwise_decay,
                                     max_train_examples=train_cap(args, t),
                                     max_eval_examples=args.max_eval_examples, bf16=args.bf16)
                 for t in tasks}
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> dict:
     table = markdown(rows, args.seeds)
     result = {"benchmark": "finetune_transfer", "model": str(model),
               "random_init": str(starts["random"]), "init_seed": args.init_seed,
-              "seeds": args.seeds, "tasks": rows, "runs": runs,
+              "seeds": args.seeds, "layerwise_decay": args.layerwise_decay, "tasks": rows,
+              "runs": runs,
               "average_median": {s: statistics.fmean(r[s]["median"] for r in rows.values())
                                  for s in STARTS},
               "jobs": args.jobs, "threads_per_job": args.threads,

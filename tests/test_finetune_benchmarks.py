@@ -63,7 +63,7 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
     glue = _mini_glue(tmp_path / "glue", ("RTE", "CoLA"), 40, 24)
     res = bench.main(["--model", str(tiny_model), "--work", str(tmp_path / "work"), "--glue",
                       str(glue), "--tasks", "RTE,CoLA", "--seeds", "2", "--epochs", "1",
-                      "--jobs", "1"])
+                      "--jobs", "1", "--layerwise-decay", "1.0"])
     assert list(res["tasks"]) == ["RTE", "CoLA"]
     for task, metric in (("RTE", "accuracy"), ("CoLA", "mcc")):
         row = res["tasks"][task]
@@ -72,6 +72,7 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
             saved = json.loads(Path(res["runs"][start][task]["results"]).read_text())
             values = [s["scores"][metric] for s in saved["seeds"]]
             assert row[start]["values"] == values and len(values) == 2
+            assert saved["settings"]["layerwise_decay"] == 1.0
             assert row[start]["median"] == statistics.median(values)
             assert res["runs"][start][task]["train_examples"] == 40
         assert row["delta_median"] == row["pretrained"]["median"] - row["random"]["median"]
