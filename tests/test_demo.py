@@ -21,9 +21,9 @@ def _corpus(tmp_path):
 
 
 @pytest.mark.slow  # ~10 s of CPU: vocabulary, packing, 2 steps, evaluation, export
-def test_demo_with_the_tiny_local_preset(tmp_path, capsys):
+def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     report = run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "demo", steps=2,
-                      vocab_size=400, batch_size=4, preset="tiny-local")
+                      vocab_size=400, batch_size=4)
     out = capsys.readouterr().out
     assert "tiny-local" in out and "transformers would ignore its ALiBi bias" in out
     assert report["steps"] == 2

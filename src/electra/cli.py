@@ -196,7 +196,7 @@ def _run_flops(args) -> None:
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="the whole pipeline on a real corpus in a few minutes",
                        description="Fetch a small English Wikipedia corpus (or use --corpus), "
-                       "train a vocabulary, prepare data, pre-train the tiny (or tiny-local) "
+                       "train a vocabulary, prepare data, pre-train the tiny-local (or tiny) "
                        "preset, evaluate on held-out text, export, and print a summary.")
     p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
     p.add_argument("--out", default="runs/demo")
@@ -204,9 +204,10 @@ def _add_demo(sub) -> None:
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny",
-                   help="tiny (exports load in transformers) or tiny-local (learns context "
-                        "sooner; README: Presets)")
+    p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny-local",
+                   help="tiny-local (default: learns context within the demo's budget; its "
+                        "ALiBi bias is not in transformers' ELECTRA) or tiny (the plain "
+                        "architecture, exports load in transformers; README: Presets)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run_demo)
 

@@ -138,7 +138,8 @@ PRESETS: dict[str, Preset] = {
                     bert_steps=464_000),
 }
 
-# What `electra demo --preset` offers: `tiny`, and `tiny-local`, which learns context sooner.
+# What `electra demo --preset` offers: `tiny-local` (the default: its discriminator learns
+# context within the demo's budget) and `tiny` (plain BERT architecture, loads in transformers).
 DEMO_PRESETS = ("tiny", "tiny-local")
 
 

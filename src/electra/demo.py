@@ -23,7 +23,7 @@ from electra.train.evaluate import evaluate_objective
 from electra.train.loop import pretrain, special_ids_for
 from electra.train.metrics_log import METRICS, is_heldout
 
-# About seven minutes of `tiny` pre-training on 2 CPU cores at batch 32 x 128 tokens (3 steps/s).
+# About seven minutes of `tiny-local` pre-training on 2 CPU cores at batch 32 x 128 tokens (3 steps/s).
 DEFAULT_STEPS = 1200
 DEFAULT_BATCH = 32
 SEQ_LEN = 128
@@ -49,7 +49,7 @@ def _data_is_current(data_dir: Path, corpus: list[str], vocab_dir: Path) -> bool
 
 def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              steps: int | None = None, vocab_size: int = 8192, batch_size: int | None = None,
-             seed: int = 1, overwrite: bool = False, preset: str = "tiny") -> dict[str, Any]:
+             seed: int = 1, overwrite: bool = False, preset: str = "tiny-local") -> dict[str, Any]:
     from electra.demo_corpus import fetch_wiki_corpus
     from electra.tokenizer import train_vocab, vocab_checksum
 
