@@ -195,3 +195,37 @@ def test_char_cnn_vector_does_not_depend_on_the_batch_padding():
         b = model.encoder.chars(long[:1])[0]
     assert long.shape[2] > short.shape[2]
     assert torch.allclose(a, b, atol=1e-6)
+
+
+# ---- reference details of the auxiliary tagging modules ----
+
+def test_future_and_past_are_not_trained_where_they_see_nothing_reference_mask_roll():
+    """The reference shifts its loss mask with the labels, so `future` is never trained on a
+    sentence's first word and `past` never on its last: there they have no input."""
+    model, vocab, cfg = _model()
+    batch = encode_words([WORDS, WORDS[:3]], vocab, cfg.max_word_len)
+    enc = model.encode(batch, keep=1.0)
+    head = model.heads["chunk"]
+    n = len(WORDS)
+    full = [[True] * n, [True] * 3 + [False] * (n - 3)]
+    future = [[False] + [True] * (n - 1), [False, True, True] + [False] * (n - 3)]
+    past = [[True] * (n - 1) + [False], [True, True, False] + [False] * (n - 3)]
+    assert head.view_mask("future", enc).tolist() == future
+    assert head.view_mask("past", enc).tolist() == past
+    for view in ("fwd", "bwd", "full"):
+        assert head.view_mask(view, enc).tolist() == full
+    # a batch where a view has no position at all gives a zero loss, not NaN
+    one = model.encode(encode_words([["dog"]], vocab, cfg.max_word_len), keep=1.0)
+    assert not head.view_mask("future", one).any()
+    loss, _ = unlabeled_loss(model, encode_words([["dog"]], vocab, cfg.max_word_len), cfg)
+    assert math.isfinite(loss.item())
+
+
+def test_full_view_auxiliary_tagger_has_no_relu_like_the_reference():
+    model, _, _ = _model()
+    head = model.heads["chunk"]
+    assert head.aux["full"].activate is False
+    assert head.primary.activate and all(head.aux[v].activate for v in TAG_SEES if v != "full")
+    x = -torch.ones(1, 1, head.aux["full"].hidden.in_features)
+    m = head.aux["full"]
+    assert torch.allclose(m(x), m.out(m.hidden(x)))

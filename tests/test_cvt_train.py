@@ -193,3 +193,26 @@ def test_paper_preset_is_table_4_1():
     assert enc.full_dim == 2 * 512 + 2 * 512 and enc.chars.out_dim == 300
     with pytest.raises(Exception, match="unknown key 'lstm3'"):
         make_config("small", {"lstm3": 1})
+
+
+def test_cvt_weight_scales_the_unlabeled_loss_and_defaults_to_the_papers_1(data, tmp_path):
+    """L = L_sup + L_CVT (4.1.1) by default; `cvt_weight` (not in the paper) scales L_CVT.
+    At weight 0 the auxiliary modules, trained by L_CVT alone, stop moving."""
+    assert make_config("paper").cvt_weight == 1.0 and make_config("small").cvt_weight == 1.0
+    with pytest.raises(Exception, match="cvt_weight"):
+        make_config("small", {"cvt_weight": -1.0})
+
+    def aux_between_steps_2_and_3(weight: float) -> tuple[dict, dict]:
+        out = tmp_path / f"w{weight}"
+        run_train(_settings(data, out, steps=3, save_every=1,
+                            overrides={**TINY, "cvt_weight": weight}))
+        a, b = (load_file(str(out / "checkpoints" / f"step_0000000{k}" / "model.safetensors"))
+                for k in (2, 3))
+        keys = [k for k in a if ".aux." in k]
+        assert keys
+        return {k: a[k] for k in keys}, {k: b[k] for k in keys}
+
+    a, b = aux_between_steps_2_and_3(0.0)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    a, b = aux_between_steps_2_and_3(1.0)
+    assert any(not torch.equal(a[k], b[k]) for k in a)

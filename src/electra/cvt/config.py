@@ -44,6 +44,10 @@ class CVTConfig:
     ema_decay: float = 0.998
     label_smoothing: float = 0.1
     full_view_aux: bool = True  # the extra full-view module with dropout (4.3.1)
+    # Not in the paper or the reference (both minimise L_sup + L_CVT, i.e. weight 1): a factor
+    # on L_CVT for CPU-scale runs, where full-weight unlabeled updates pull the small shared
+    # encoder away from the primary module faster than labeled updates refit it (README).
+    cvt_weight: float = 1.0
     max_unlabeled_len: int = 100
 
     def validate(self) -> None:
@@ -60,6 +64,8 @@ class CVTConfig:
             raise ElectraError(f"cvt.ema_decay must be in [0, 1), got {self.ema_decay}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ElectraError("cvt.label_smoothing must be in [0, 1)")
+        if self.cvt_weight < 0:
+            raise ElectraError(f"cvt.cvt_weight must be >= 0, got {self.cvt_weight}")
         if self.lr <= 0 or self.momentum < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
             raise ElectraError("cvt.lr must be positive; momentum, grad_clip, warmup_steps >= 0")
 

@@ -76,6 +76,10 @@ class ParsingHead(nn.Module):
         views["full"] = (enc.full, enc.full)
         return {name: module(*views[name], enc.mask) for name, module in self.aux.items()}
 
+    @staticmethod
+    def view_mask(view: str, enc: Encoded) -> torch.Tensor:
+        return enc.mask
+
     def targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return (batch["heads"] * self.n_rels + batch["rels"]).clamp(min=0)
 

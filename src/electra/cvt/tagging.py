@@ -7,7 +7,12 @@ layer has seen the whole sentence, footnote 3):
     future NN(fwd1[t-1])    words 1..t-1  (zero vector at t = 1)
     past   NN(bwd1[t+1])    words t+1..T  (zero vector at t = T)
 plus, as in 4.3.1, a `full` module on h1 ⊕ h2 that differs from the primary by being trained
-under dropout on unlabeled data.
+under dropout on unlabeled data (and, as in the reference, by having no ReLU).
+
+The future module has nothing to read for the first word and the past module nothing for the
+last one. The reference never trains them there (its loss mask is shifted with the labels), so
+`view_mask` leaves those positions out of L_CVT rather than fitting a constant prediction from
+a zero vector, which would only pull the modules' biases toward first/last-word labels.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ class TaggingHead(nn.Module):
         self.aux = nn.ModuleDict({v: PredictionModule(d1, hidden, n_labels)
                                   for v in TAGGING_VIEWS})
         if full_view:
-            self.aux["full"] = PredictionModule(full_dim, hidden, n_labels)
+            self.aux["full"] = PredictionModule(full_dim, hidden, n_labels, activate=False)
 
     def forward(self, enc: Encoded) -> torch.Tensor:
         return self.primary(enc.full)
@@ -53,6 +58,17 @@ class TaggingHead(nn.Module):
         views = tagging_views(enc)
         views["full"] = enc.full
         return {name: module(views[name]) for name, module in self.aux.items()}
+
+    @staticmethod
+    def view_mask(view: str, enc: Encoded) -> torch.Tensor:
+        """Positions where `view`'s prediction is trained: future needs a previous word,
+        past a next one."""
+        mask = enc.mask
+        if view == "future":
+            return mask & _shift(mask[..., None], +1)[..., 0]
+        if view == "past":
+            return mask & _shift(mask[..., None], -1)[..., 0]
+        return mask
 
     @staticmethod
     def targets(batch: dict[str, torch.Tensor]) -> torch.Tensor:

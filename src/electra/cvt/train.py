@@ -60,7 +60,7 @@ def unlabeled_loss(model: CVTModel, batch: dict[str, torch.Tensor], cfg: CVTConf
     parts: dict[str, float] = {}
     for name, head in model.heads.items():
         for view, logits in head.auxiliary(enc).items():
-            loss = cvt_loss(teachers[name], logits, enc.mask)
+            loss = cvt_loss(teachers[name], logits, head.view_mask(view, enc))
             parts[f"{name}/{view}"] = loss.item()
             total = total + loss
     return total, parts
@@ -214,7 +214,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
         if cvt:
             words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
             loss, _ = unlabeled_loss(model, encode_words(words, vocab, cfg.max_word_len), cfg)
-            update(loss)
+            update(cfg.cvt_weight * loss)
             last["cvt"] = loss.item()
         bar.update(1)
         bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v)
