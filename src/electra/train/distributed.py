@@ -45,6 +45,14 @@ def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return values
 
 
+def all_reduce_max(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Element-wise maximum over ranks: a flag set on any rank is set on all."""
+    if info.enabled:
+        values = values.to(info.device)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return values
+
+
 def barrier(info: DistInfo) -> None:
     if info.enabled:
         dist.barrier()
