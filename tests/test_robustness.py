@@ -253,3 +253,40 @@ def test_skip_nonfinite_skips_and_counts(reference, tiny_config, data_dir, tmp_p
     assert [{k: v for k, v in r.items() if k not in ("tokens_per_s", "skipped_nonfinite")}
             for r in records[:2]] == [{k: v for k, v in r.items() if k != "tokens_per_s"}
                                       for r in ref[:2]]
+
+
+# --- under torchrun -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ranks_agree_on_the_stop_step(tiny_config, data_dir, tmp_path):
+    """Only rank 1 is signalled (during step 1): both ranks stop after step 1 with one
+    checkpoint holding both RNG streams, and a resume under torchrun ends bit-identical to an
+    uninterrupted two-process run."""
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(SELF_SIGNALLING_LAUNCHER.replace(
+        "if i == at:", "if i == at and os.environ['RANK'] == '1':"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+
+    def torchrun(out: Path, at: int, *extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node", "2", str(launcher), "SIGTERM", str(at),
+               *pretrain_argv(tiny_config, data_dir, out, "--device", "cpu", "--steps", "4",
+                              *extra)]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    assert torchrun(reference, -1).returncode == 0
+    proc = torchrun(out, 0)
+    assert proc.returncode != 0
+    stops = [line for line in proc.stderr.splitlines() if "stopped by" in line]
+    assert len(stops) == 2, proc.stderr[-3000:]  # one line per rank, the same step
+    assert all("after step 1 of 4" in line for line in stops)
+    assert any("SIGTERM" in line for line in stops)
+    meta = checkpoint.verify(checkpoint.find_latest(out))
+    assert meta["step"] == 1 and {"rng_rank0.pt", "rng_rank1.pt"} <= set(meta["files"])
+    assert torchrun(out, -1, "--resume").returncode == 0
+    assert_bit_identical(reference, out)
