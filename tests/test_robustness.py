@@ -173,6 +173,42 @@ def test_help_documents_the_exit_status(capsys):
     assert "--skip-nonfinite" in help_text
 
 
+
+def test_finetune_stops_cleanly_and_says_it_has_no_checkpoints(tiny_model, tmp_path, capsys):
+    """Fine-tuning keeps no checkpoints: a signal finishes the step, writes no results and
+    exits 75 with one line saying to run the command again; handlers are restored."""
+    from test_finetune_e2e import _user_data
+
+    from electra.finetune import loop as finetune_loop
+
+    _user_data(tmp_path / "train.tsv", 64, 0)
+    _user_data(tmp_path / "dev.tsv", 16, 1)
+    real_step = finetune_loop.train_step
+    calls = []
+
+    def step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_step(*args, **kwargs)
+
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(finetune_loop, "train_step", step)
+        argv = ["finetune", "--model", str(tiny_model), "--task", "user", "--text-a", "text",
+                "--label", "label", "--data", str(tmp_path), "--out", str(out),
+                "--batch-size", "8", "--epochs", "1", "--quiet"]
+        capsys.readouterr()
+        assert main(argv) == EXIT_PREEMPTED
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["electra finetune: stopped by SIGTERM after step 2 of 8 (user, seed 1); "
+                     "fine-tuning keeps no checkpoints: run the same command again to start "
+                     "over"]
+    assert len(calls) == 2
+    assert not (out / "results.json").exists() and not (out / "model").exists()
+    assert signal.getsignal(signal.SIGTERM) is before
+
 # --- non-finite steps ---------------------------------------------------------------------
 
 

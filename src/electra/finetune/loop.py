@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from electra.errors import ElectraError
+from electra.errors import ElectraError, Preempted
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel
@@ -34,6 +34,7 @@ from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
+from electra.train.preempt import StopSignals
 
 # Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
 SIZE_DEFAULTS = {"tiny": (3e-4, 0.8), "small": (3e-4, 0.8), "base": (1e-4, 0.8),
@@ -209,7 +210,9 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
                 epochs: float, seed: int, device: torch.device, show_progress: bool,
                 logger: MetricsLogger) -> tuple[float, int]:
     """Train in place, logging the mean loss (and accuracy) of every `log_every` steps; returns
-    the last running loss and the number of steps."""
+    the last running loss and the number of steps. On SIGTERM or SIGUSR1 the current step is
+    finished and `Preempted` raised: fine-tuning keeps no checkpoints (a run takes minutes to
+    hours), so the message says to run the command again."""
     gen = torch.Generator().manual_seed(seed)
     total = max(1, int(math.ceil(plan.steps_per_epoch * epochs)))
     opt, sched = build_optimizer(model, lr, decay, model.encoder.config.num_hidden_layers, total,
@@ -220,28 +223,34 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
     window = _LogWindow()
     bar = tqdm(total=total, desc=f"{plan.name} seed {seed}", disable=not show_progress,
                dynamic_ncols=True)
-    while step < total:
-        for idx in plan.epoch(gen):
-            if step >= total:
-                break
-            batch = to_device(plan.collate(idx, step / total), device)
-            step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
-            loss, logits = train_step(model, plan.objective, batch, opt, sched, settings.bf16)
-            step += 1
-            value = float(loss)
-            running = value if running is None else 0.95 * running + 0.05 * value
-            hits, total_labels = plan.objective.hits(logits, batch)
-            correct, seen = correct + hits, seen + total_labels
-            window.add(value, hits, total_labels)
-            if step % settings.log_every == 0 or step == total:
-                logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
-                            **window.flush(), "lr": step_lr})
-            if show_progress:
-                post = {"loss": f"{running:.4f}"}
-                if seen:
-                    post["acc"] = f"{correct / seen:.3f}"
-                bar.set_postfix(post)
-                bar.update(1)
+    with StopSignals() as signals:
+        while step < total:
+            for idx in plan.epoch(gen):
+                if step >= total:
+                    break
+                batch = to_device(plan.collate(idx, step / total), device)
+                step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
+                loss, logits = train_step(model, plan.objective, batch, opt, sched, settings.bf16)
+                step += 1
+                value = float(loss)
+                running = value if running is None else 0.95 * running + 0.05 * value
+                hits, total_labels = plan.objective.hits(logits, batch)
+                correct, seen = correct + hits, seen + total_labels
+                window.add(value, hits, total_labels)
+                if step % settings.log_every == 0 or step == total:
+                    logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
+                                **window.flush(), "lr": step_lr})
+                if show_progress:
+                    post = {"loss": f"{running:.4f}"}
+                    if seen:
+                        post["acc"] = f"{correct / seen:.3f}"
+                    bar.set_postfix(post)
+                    bar.update(1)
+                if signals.requested and step < total:
+                    bar.close()
+                    raise Preempted(f"stopped by {signals.name} after step {step} of {total} "
+                                    f"({plan.name}, seed {seed}); fine-tuning keeps no "
+                                    "checkpoints: run the same command again to start over")
     bar.close()
     return float(running or 0.0), step
 
