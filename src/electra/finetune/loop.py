@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from electra.device import resolve_device
 from electra.errors import ElectraError, Preempted
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
@@ -93,12 +94,6 @@ def infer_size(hidden_size: int) -> str:
     if hidden_size <= 256:
         return "small"
     return "base" if hidden_size <= 768 else "large"
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def _metric_key(split: str, metric: str, task: Task) -> str:
@@ -325,7 +320,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, settings.bf16)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     size = settings.size or infer_size(encoder.config.hidden_size)

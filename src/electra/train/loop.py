@@ -89,7 +89,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     if tensorboard:
         require_tensorboard()
     configure_process_for_speed()
-    info = init_distributed(device)
+    info = init_distributed(device, bf16=cfg.train.bf16)
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
                          tensorboard)
