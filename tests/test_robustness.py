@@ -326,3 +326,17 @@ def test_ranks_agree_on_the_stop_step(tiny_config, data_dir, tmp_path):
     assert meta["step"] == 1 and {"rng_rank0.pt", "rng_rank1.pt"} <= set(meta["files"])
     assert torchrun(out, -1, "--resume").returncode == 0
     assert_bit_identical(reference, out)
+
+
+@pytest.mark.slow
+def test_resume_soak_benchmark_smoke():
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "resume_soak.py"),
+                           "--kills", "1", "--sigterms", "1", "--steps", "20"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert [e["signal"] for e in report["interruptions"]].count("SIGKILL") == 1
+    assert report["all_interruptions_as_expected"]
+    assert report["weights_bit_identical"] and report["metrics_identical_but_speed"]
