@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from electra.config import DEMO_PRESETS, OBJECTIVE_NAMES
-from electra.errors import ElectraError
+from electra.errors import EXIT_PREEMPTED, ElectraError, Preempted
 
 
 def _show_progress() -> bool:
@@ -84,7 +84,11 @@ def _add_pretrain(sub) -> None:
                        "OUT/config.json, OUT/metrics.jsonl, checkpoints under OUT/checkpoints "
                        "and, at the end, the objective's models under OUT/final/ (Hugging Face "
                        "format; ELECTRA: discriminator and generator). Run under `torchrun` "
-                       "for several processes.")
+                       "for several processes.", epilog=f"On SIGTERM or SIGUSR1 the current "
+                       f"step is finished, a checkpoint written, one line printed on stderr, "
+                       f"and the exit status is {EXIT_PREEMPTED}; the same command with "
+                       f"--resume continues exactly. Exit status 1: an error (one line on "
+                       f"stderr).")
     p.add_argument("--preset", default="tiny", help="tiny, tiny-local (ours, for CPUs; see "
                    "README: Presets), small, base or large (Table 5.1)")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES,
@@ -100,7 +104,12 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CPU and CUDA)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, and CPUs with "
+                   "native bf16: AVX512-BF16 or AMX; refused on others, where it is ~85x "
+                   "slower than fp32; ELECTRA_ALLOW_SLOW_BF16=1 overrides)")
+    p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
+                   "gradient is NaN/inf (no update; the schedule advances; counted as "
+                   "skipped_nonfinite in the metrics) instead of stopping with an error")
     p.add_argument("--log-every", type=int)
     p.add_argument("--eval-every", type=int,
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
@@ -130,6 +139,8 @@ def build_pretrain_config(args):
         cfg.objective.name = args.objective
     if args.bf16:
         cfg.train.bf16 = True
+    if args.skip_nonfinite:
+        cfg.train.skip_nonfinite = True
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
@@ -493,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(e).split())  # always one line, whatever the cause's text
         print(f"electra {args.command}: error: {message}", file=sys.stderr)
         return 1
+    except Preempted as e:
+        print(f"electra {args.command}: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_PREEMPTED
     except KeyboardInterrupt:
         print(f"electra {args.command}: interrupted", file=sys.stderr)
         return 130

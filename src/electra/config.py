@@ -269,6 +269,10 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     seed: int = 1
     bf16: bool = False
+    # A step whose loss or gradient norm is not finite: False stops the run with an error
+    # (nothing applied, no checkpoint from it); True skips its update (the schedule advances)
+    # and counts it as `skipped_nonfinite` in the metrics.
+    skip_nonfinite: bool = False
     log_every: int = 10
     save_every: int = 500
     # Held-out probes (electra.train.heldout) every `eval_every` steps and before the first:

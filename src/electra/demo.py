@@ -16,7 +16,7 @@ from safetensors.torch import load_model
 from electra.config import DEMO_PRESETS, PretrainConfig
 from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
-from electra.errors import ElectraError
+from electra.errors import ElectraError, Preempted
 from electra.objectives import build_objective
 from electra.train import checkpoint
 from electra.train.evaluate import evaluate_objective
@@ -95,7 +95,11 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     shutil.rmtree(run_dir, ignore_errors=True)  # a demo always trains from scratch
     _stage(f"pre-training {preset} ELECTRA for {cfg.train.steps} steps "
            f"(batch {cfg.train.batch_size} x {SEQ_LEN} tokens)")
-    summary = pretrain(cfg, data_dir, run_dir, show_progress=sys.stderr.isatty())
+    try:
+        summary = pretrain(cfg, data_dir, run_dir, show_progress=sys.stderr.isatty())
+    except Preempted:  # its advice (--resume) is not the demo's: it always starts afresh
+        raise Preempted("stopped by a signal during pre-training; the demo trains from "
+                        "scratch: run it again") from None
 
     _stage(f"evaluating on held-out text ({len(heldout)} examples)")
     special = special_ids_for(data_dir)

@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from electra.errors import ElectraError
+from electra.device import resolve_device
+from electra.errors import ElectraError, Preempted
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel
@@ -34,6 +35,7 @@ from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
+from electra.train.preempt import StopSignals
 
 # Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
 SIZE_DEFAULTS = {"tiny": (3e-4, 0.8), "small": (3e-4, 0.8), "base": (1e-4, 0.8),
@@ -92,12 +94,6 @@ def infer_size(hidden_size: int) -> str:
     if hidden_size <= 256:
         return "small"
     return "base" if hidden_size <= 768 else "large"
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def _metric_key(split: str, metric: str, task: Task) -> str:
@@ -209,7 +205,9 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
                 epochs: float, seed: int, device: torch.device, show_progress: bool,
                 logger: MetricsLogger) -> tuple[float, int]:
     """Train in place, logging the mean loss (and accuracy) of every `log_every` steps; returns
-    the last running loss and the number of steps."""
+    the last running loss and the number of steps. On SIGTERM or SIGUSR1 the current step is
+    finished and `Preempted` raised: fine-tuning keeps no checkpoints (a run takes minutes to
+    hours), so the message says to run the command again."""
     gen = torch.Generator().manual_seed(seed)
     total = max(1, int(math.ceil(plan.steps_per_epoch * epochs)))
     opt, sched = build_optimizer(model, lr, decay, model.encoder.config.num_hidden_layers, total,
@@ -220,28 +218,34 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
     window = _LogWindow()
     bar = tqdm(total=total, desc=f"{plan.name} seed {seed}", disable=not show_progress,
                dynamic_ncols=True)
-    while step < total:
-        for idx in plan.epoch(gen):
-            if step >= total:
-                break
-            batch = to_device(plan.collate(idx, step / total), device)
-            step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
-            loss, logits = train_step(model, plan.objective, batch, opt, sched, settings.bf16)
-            step += 1
-            value = float(loss)
-            running = value if running is None else 0.95 * running + 0.05 * value
-            hits, total_labels = plan.objective.hits(logits, batch)
-            correct, seen = correct + hits, seen + total_labels
-            window.add(value, hits, total_labels)
-            if step % settings.log_every == 0 or step == total:
-                logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
-                            **window.flush(), "lr": step_lr})
-            if show_progress:
-                post = {"loss": f"{running:.4f}"}
-                if seen:
-                    post["acc"] = f"{correct / seen:.3f}"
-                bar.set_postfix(post)
-                bar.update(1)
+    with StopSignals() as signals:
+        while step < total:
+            for idx in plan.epoch(gen):
+                if step >= total:
+                    break
+                batch = to_device(plan.collate(idx, step / total), device)
+                step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
+                loss, logits = train_step(model, plan.objective, batch, opt, sched, settings.bf16)
+                step += 1
+                value = float(loss)
+                running = value if running is None else 0.95 * running + 0.05 * value
+                hits, total_labels = plan.objective.hits(logits, batch)
+                correct, seen = correct + hits, seen + total_labels
+                window.add(value, hits, total_labels)
+                if step % settings.log_every == 0 or step == total:
+                    logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
+                                **window.flush(), "lr": step_lr})
+                if show_progress:
+                    post = {"loss": f"{running:.4f}"}
+                    if seen:
+                        post["acc"] = f"{correct / seen:.3f}"
+                    bar.set_postfix(post)
+                    bar.update(1)
+                if signals.requested and step < total:
+                    bar.close()
+                    raise Preempted(f"stopped by {signals.name} after step {step} of {total} "
+                                    f"({plan.name}, seed {seed}); fine-tuning keeps no "
+                                    "checkpoints: run the same command again to start over")
     bar.close()
     return float(running or 0.0), step
 
@@ -316,7 +320,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, settings.bf16)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     size = settings.size or infer_size(encoder.config.hidden_size)

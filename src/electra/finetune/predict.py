@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.heads import FinetuneModel
@@ -18,7 +19,6 @@ from electra.finetune.loop import (
     evaluate_splits,
     predict_examples,
     primary_key,
-    resolve_device,
 )
 from electra.finetune.model_io import load_finetuned
 from electra.tasks import Task, get_task_name, task_from_state
@@ -78,7 +78,7 @@ def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: st
     model, tokenizer, info = load_finetuned(model_dir)
     views = task_views(model, info, task_name)
     settings = eval_settings(settings, info, max_seq_len)
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, settings.bf16)
     model.to(device)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ import json
 import re
 from pathlib import Path
 
+from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
@@ -74,6 +75,7 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
     stages = parse_strategy(strategy)
     settings = settings or MultitaskSettings()
     settings.validate()
+    resolve_device(settings.device, settings.bf16)  # --bf16 refused before anything is read
     single = single or SingleOverrides()
     annealing = distill.Annealing.parse(settings.teacher_annealing)
     # Check every task's data (and the given teachers) before any stage writes anything.
@@ -148,8 +150,6 @@ def _knows(teacher_dir, name: str) -> bool:
 
 def _teacher_factory(teacher_dir: Path, annealing: distill.Annealing,
                      settings: FinetuneSettings):
-    from electra.finetune.loop import resolve_device
-
     def factory(task, examples, features):
         outputs = distill.teacher_predictions(teacher_dir, task.name, examples,
                                               settings.max_seq_len, settings,

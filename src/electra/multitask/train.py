@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import batches_from_order, feature_lengths
@@ -36,7 +37,6 @@ from electra.finetune.loop import (
     evaluate_splits,
     infer_size,
     primary_key,
-    resolve_device,
     summary,
     train_examples_of,
     train_model,
@@ -140,7 +140,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     if len(set(task_names)) != len(task_names) or not task_names:
         raise ElectraError(f"--tasks must name distinct tasks, got {task_names}")
     configure_process_for_speed()
-    device = resolve_device(settings.device)
+    device = resolve_device(settings.device, settings.bf16)
     encoder, tokenizer, _ = load_source(model_dir)
     size = settings.size or infer_size(encoder.config.hidden_size)
     lr = settings.lr if settings.lr is not None else MULTITASK_SIZE_DEFAULTS[size][0]

@@ -6,8 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
+from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.scoring.load import load_scorer
 from electra.scoring.minimal_pairs import evaluate_minimal_pairs, read_minimal_pairs
@@ -34,11 +33,7 @@ class ScorerOptions:
             raise ElectraError("--model is required")
         if self.batch_size < 1:
             raise ElectraError(f"--batch-size must be positive, got {self.batch_size}")
-        device = self.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif device == "cuda" and not torch.cuda.is_available():
-            raise ElectraError("--device cuda: CUDA is not available here")
+        device = resolve_device(self.device, self.bf16)
         return load_scorer(self.model, self.generator, self.scorer, device, self.bf16,
                            self.mask_prob, self.positives)
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from electra.device import resolve_device
+
 
 @dataclass
 class DistInfo:
@@ -25,12 +27,14 @@ class DistInfo:
         return self.world_size > 1
 
 
-def init_distributed(device: str = "auto") -> DistInfo:
+def init_distributed(device: str = "auto", bf16: bool = False) -> DistInfo:
+    """This process's rank and device (`bf16`: refused on a CPU without native bf16, by
+    every rank alike, before any process group exists)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
-    dev = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    dev = resolve_device(device, bf16, index=local_rank)
+    use_cuda = dev.type == "cuda"
     if use_cuda:
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
@@ -42,6 +46,14 @@ def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
     if info.enabled:
         values = values.to(info.device)
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values
+
+
+def all_reduce_max(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Element-wise maximum over ranks: a flag set on any rank is set on all."""
+    if info.enabled:
+        values = values.to(info.device)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
     return values
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.errors import ElectraError
+from electra.errors import ElectraError, Preempted
 from electra.model.hf import save_pretrained
 from electra.objectives import (
     ObjectiveContext,
@@ -33,6 +33,7 @@ from electra.tokenizer import load_tokenizer, special_token_ids
 from electra.train import checkpoint
 from electra.train.distributed import (
     DistInfo,
+    all_reduce_max,
     all_reduce_sum,
     barrier,
     cleanup,
@@ -41,6 +42,7 @@ from electra.train.distributed import (
 from electra.train.heldout import HeldoutProbe
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.optim import build_optimizer, build_scheduler
+from electra.train.preempt import StopSignals
 
 RUN_CONFIG = "config.json"
 
@@ -78,13 +80,16 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool = False, device: str = "auto", show_progress: bool = True,
              tensorboard: bool = False) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
-    `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/."""
+    `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/.
+
+    On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
+    raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly."""
     from electra.train.speed import configure_process_for_speed
 
     if tensorboard:
         require_tensorboard()
     configure_process_for_speed()
-    info = init_distributed(device)
+    info = init_distributed(device, bf16=cfg.train.bf16)
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
                          tensorboard)
@@ -116,12 +121,12 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     scheduler = build_scheduler(optimizer, tc)
     torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
 
-    step = 0
-    if resume:
-        latest = checkpoint.find_latest(out)
-        if latest is not None:
-            step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
-                                   world_size=info.world_size)
+    step = skipped = 0
+    latest = checkpoint.find_latest(out) if resume else None
+    if latest is not None:
+        step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
+                               world_size=info.world_size)
+        skipped = int(checkpoint.read_meta(latest).get("skipped_nonfinite", 0))
     # A run stopped after its last checkpoint but before its export resumes to export only.
     exported = all((out / "final" / name / "model.safetensors").is_file()
                    for name in objective.exportable())
@@ -159,38 +164,59 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     start_time = time.perf_counter()
     last_record: dict[str, Any] = {}
     model.train()
-    while step < tc.steps:
-        objective.on_step_start(step, tc.steps)
-        for micro in range(tc.grad_accum):
-            batch = {k: v.to(info.device, non_blocking=True) for k, v in next(batches).items()}
-            sync = micro == tc.grad_accum - 1 or not info.enabled
-            with (contextlib.nullcontext() if sync else model.no_sync()), autocast:
-                output = model(batch)
-                (output.loss / tc.grad_accum).backward()
-            window.add(output, batch["attention_mask"])
-        torch.nn.utils.clip_grad_norm_(params, tc.max_grad_norm)
-        lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
+    with StopSignals() as signals:
+        while step < tc.steps:
+            objective.on_step_start(step, tc.steps)
+            step_loss = torch.zeros((), device=info.device)
+            for micro in range(tc.grad_accum):
+                batch = {k: v.to(info.device, non_blocking=True)
+                         for k, v in next(batches).items()}
+                sync = micro == tc.grad_accum - 1 or not info.enabled
+                with (contextlib.nullcontext() if sync else model.no_sync()), autocast:
+                    output = model(batch)
+                    (output.loss / tc.grad_accum).backward()
+                step_loss += output.loss.detach().float()
+                window.add(output, batch["attention_mask"])
+            norm = torch.nn.utils.clip_grad_norm_(params, tc.max_grad_norm)
+            finite, stop = _step_flags(norm, step_loss, signals.requested, info)
+            lr = optimizer.param_groups[0]["lr"]
+            if finite:
+                optimizer.step()
+                scheduler.step()
+            elif tc.skip_nonfinite:
+                skipped += 1
+                with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
+                    warnings.simplefilter("ignore")
+                    scheduler.step()
+            else:
+                raise ElectraError(_nonfinite_message(step + 1, step_loss, norm, latest))
+            window.end_step(keep=finite)
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
 
-        if step % tc.log_every == 0 or step == tc.steps:
-            record = window.flush(info, tc.grad_accum)
-            if not math.isfinite(record["loss"]):
-                raise ElectraError(f"loss became {record['loss']} at step {step}; lower the "
-                                   "learning rate or check the data")
-            record = {"step": step, **record, "lr": lr, "flops": step * step_flops}
-            logger.log(record)
-            if info.is_main:
-                bar.set_postfix({k: f"{record[k]:.3f}" for k in
-                                 ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
-            last_record = record
-        if probe is not None and probe.due(step, tc.steps):
-            logger.log(probe.record(objective, step, step * step_flops))
-        if step % tc.save_every == 0 or step == tc.steps:
-            _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info)
-        bar.update(1)
+            if step % tc.log_every == 0 or step == tc.steps:
+                record = window.flush(info, tc.grad_accum)
+                record = {"step": step, **record, "lr": lr, "flops": step * step_flops}
+                if tc.skip_nonfinite:
+                    record["skipped_nonfinite"] = skipped
+                logger.log(record)
+                if info.is_main:
+                    bar.set_postfix({k: f"{record[k]:.3f}" for k in
+                                     ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
+                last_record = record
+            if probe is not None and probe.due(step, tc.steps):
+                logger.log(probe.record(objective, step, step * step_flops))
+            saved = step % tc.save_every == 0 or step == tc.steps
+            if saved or (stop and step < tc.steps):
+                latest = _save_checkpoint(out, objective, optimizer, scheduler, step, cfg,
+                                          data, info, skipped)
+            bar.update(1)
+            if stop and step < tc.steps:
+                bar.close()
+                logger.close()
+                raise Preempted(f"stopped by {signals.name or 'a stop signal'} after step "
+                                f"{step} of {tc.steps}; checkpoint {latest} written; continue "
+                                "with the same command plus --resume")
     bar.close()
     logger.close()
     elapsed = time.perf_counter() - start_time
@@ -218,7 +244,32 @@ def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
     return save_pretrained(module, path, tokenizer_dir, extra)
 
 
-def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info) -> None:
+def _step_flags(norm: torch.Tensor, loss: torch.Tensor, stop: bool, info: DistInfo
+                ) -> tuple[bool, bool]:
+    """(this step's loss and gradient norm are finite, a stop was requested): one host sync
+    per step (free on CPU, a short stall on CUDA). Under torchrun one MAX all-reduce of two
+    ints makes every rank take the same decision at the same step."""
+    bad = ~(torch.isfinite(norm) & torch.isfinite(loss))
+    if not info.enabled:
+        return not bool(bad), stop
+    flags = torch.stack([bad.to(torch.int32), torch.tensor(int(stop), dtype=torch.int32,
+                                                           device=bad.device)])
+    bad_any, stop_any = all_reduce_max(flags, info).tolist()
+    return not bad_any, bool(stop_any)
+
+
+def _nonfinite_message(step: int, loss: torch.Tensor, norm: torch.Tensor,
+                       latest: Path | None) -> str:
+    where = (f"the last good checkpoint is {latest} (continue from it with --resume, e.g. "
+             "with a lower --lr)" if latest is not None else "no checkpoint written yet")
+    return (f"non-finite loss or gradient at step {step} (loss {float(loss):.4g}, gradient "
+            f"norm {float(norm):.4g}); the update was not applied and nothing was saved from "
+            f"it; {where}; --skip-nonfinite skips such steps instead")
+
+
+def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info,
+                     skipped: int = 0) -> Path:
+    """Write the checkpoint of `step` on every rank together; return its final path."""
     tmp = checkpoint.begin(out, step) if info.is_main else None
     barrier(info)
     if tmp is None:
@@ -229,16 +280,20 @@ def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info
         checkpoint.write_main(tmp, objective, optimizer, scheduler, step)
         checkpoint.commit(tmp, out, step, {"config": cfg.to_dict(),
                                            "vocab_checksum": data.vocab_checksum,
-                                           "world_size": info.world_size},
+                                           "world_size": info.world_size,
+                                           "skipped_nonfinite": skipped},
                           keep=cfg.train.keep_checkpoints)
     barrier(info)
+    return checkpoint.checkpoint_root(out) / f"step_{step:08d}"
 
 
 class _Window:
     """Sums losses, counts and tokens between two log lines, without syncing the device
-    every step."""
+    every step. A step's micro-batches are held until `end_step` says whether the step
+    counts (a skipped non-finite step does not)."""
 
     def __init__(self):
+        self.pending: list[dict[str, torch.Tensor]] = []
         self.reset()
 
     def reset(self):
@@ -250,12 +305,19 @@ class _Window:
     def add(self, output, attention_mask) -> None:
         values = {"loss": output.loss.detach(), **output.losses, **output.counts,
                   "_tokens": attention_mask.sum()}
-        for k, v in values.items():
-            v = v.detach().float()
-            self.sums[k] = self.sums[k] + v if k in self.sums else v
-        self.micro_steps += 1
+        self.pending.append({k: v.detach().float() for k, v in values.items()})
+
+    def end_step(self, keep: bool = True) -> None:
+        for values in self.pending if keep else ():
+            for k, v in values.items():  # in micro-batch order: the same sums as before
+                self.sums[k] = self.sums[k] + v if k in self.sums else v
+            self.micro_steps += 1
+        self.pending.clear()
 
     def flush(self, info: DistInfo, grad_accum: int) -> dict[str, float]:
+        if not self.micro_steps:  # every step since the last line was skipped (on all ranks)
+            self.reset()
+            return {}
         keys = sorted(self.sums)
         totals = all_reduce_sum(torch.stack([self.sums[k].to(info.device) for k in keys]), info)
         total = dict(zip(keys, totals.tolist(), strict=True))

@@ -1,0 +1,77 @@
+"""Where to run: `--device auto|cpu|cuda` for every command, and the bf16 check.
+
+On a CPU without native bf16 (e.g. AVX2-only AMD EPYC), PyTorch runs bf16 matmuls in a
+reference kernel, ~85x slower than fp32 (0.7 vs 60 GFLOP/s on one thread), so `--bf16` there
+is refused with the reason instead of running for days. ELECTRA_ALLOW_SLOW_BF16=1 overrides
+(to test bf16 code paths on such a machine).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from electra.errors import ElectraError
+
+ALLOW_SLOW_BF16 = "ELECTRA_ALLOW_SLOW_BF16"
+_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def _cpuinfo_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return {flag for line in text.splitlines() if line.startswith(("flags", "Features"))
+            for flag in line.partition(":")[2].split()}
+
+
+def cpu_has_fast_bf16() -> bool:
+    """bf16 matmuls at fp32 speed or better: the CPU has AVX512-BF16 or AMX-BF16, or oneDNN
+    (which PyTorch routes bf16 matmuls to when it can) supports bf16 on it (AVX512 cores, Arm
+    with BF16). Either answer from PyTorch suffices; /proc/cpuinfo is the fallback."""
+    try:
+        caps = torch.cpu.get_capabilities()
+        if any(caps.get(flag, False) for flag in _BF16_CPU_FLAGS):
+            return True
+    except (AttributeError, RuntimeError):
+        pass
+    try:
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return True
+    except (AttributeError, RuntimeError):
+        pass
+    return bool(_cpuinfo_flags() & set(_BF16_CPU_FLAGS))
+
+
+def slow_bf16_reason(device: torch.device) -> str | None:
+    """Why bf16 autocast on `device` would be very slow, or None (CUDA, a CPU with native
+    bf16, or ELECTRA_ALLOW_SLOW_BF16=1)."""
+    if device.type != "cpu" or os.environ.get(ALLOW_SLOW_BF16) == "1" or cpu_has_fast_bf16():
+        return None
+    return (f"this CPU has no native bf16 (no AVX512-BF16 or AMX; PyTorch's CPU capability is "
+            f"{torch.backends.cpu.get_cpu_capability()}), where bf16 matmuls run ~85x slower "
+            "than fp32 (0.7 vs 60 GFLOP/s)")
+
+
+def require_fast_bf16(device: torch.device) -> None:
+    """Refuse bf16 autocast on a CPU without native bf16 (unless ELECTRA_ALLOW_SLOW_BF16=1)."""
+    reason = slow_bf16_reason(device)
+    if reason is not None:
+        raise ElectraError(f"--bf16: {reason}; train in fp32 (drop --bf16), or set "
+                           f"{ALLOW_SLOW_BF16}=1 to run anyway")
+
+
+def resolve_device(name: str = "auto", bf16: bool = False, index: int = 0) -> torch.device:
+    """`--device` as a torch device (`index`: the CUDA device, torchrun's LOCAL_RANK); with
+    `bf16`, also the bf16 check."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ElectraError("--device cuda: CUDA is not available here")
+    device = torch.device("cuda", index) if name == "cuda" else torch.device(name)
+    if bf16:
+        require_fast_bf16(device)
+    return device

@@ -1,0 +1,151 @@
+"""`--device` and the bf16 check shared by every command: `--bf16` on a CPU without native bf16
+(where bf16 matmuls run ~85x slower than fp32) is a one-line error, wherever the tests run:
+the detection is patched, so the tests hold on AVX2 and AMX machines alike."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra import device as device_mod
+from electra.cli import main
+from electra.device import ALLOW_SLOW_BF16, cpu_has_fast_bf16, resolve_device
+from electra.errors import ElectraError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def slow_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(device_mod, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.delenv(ALLOW_SLOW_BF16, raising=False)
+
+
+@pytest.fixture
+def fast_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(device_mod, "cpu_has_fast_bf16", lambda: True)
+
+
+def test_bf16_on_a_slow_cpu_is_refused_with_the_reason(slow_cpu):
+    with pytest.raises(ElectraError) as info:
+        resolve_device("cpu", bf16=True)
+    message = str(info.value)
+    assert message.startswith("--bf16: this CPU has no native bf16")
+    assert "85x slower than fp32" in message and ALLOW_SLOW_BF16 in message
+    assert "\n" not in message
+    assert resolve_device("cpu") == torch.device("cpu")  # fp32 is always fine
+
+
+def test_bf16_is_allowed_on_a_fast_cpu_or_with_the_override(fast_cpu, monkeypatch):
+    assert resolve_device("cpu", bf16=True) == torch.device("cpu")
+    monkeypatch.setattr(device_mod, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setenv(ALLOW_SLOW_BF16, "1")
+    assert resolve_device("cpu", bf16=True) == torch.device("cpu")
+
+
+def test_cuda_is_never_refused_for_bf16(slow_cpu):
+    assert device_mod.slow_bf16_reason(torch.device("cuda", 0)) is None
+
+
+def test_cuda_without_cuda_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ElectraError, match="CUDA is not available"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("caps, onednn, flags, fast", [
+    ({"avx2": True, "avx512_bf16": False, "amx_bf16": False}, False, set(), False),
+    ({"avx512_bf16": True}, False, set(), True),
+    ({"amx_bf16": True}, False, set(), True),
+    ({}, True, set(), True),  # oneDNN does bf16 here (e.g. AVX512 cores, Arm BF16)
+    ({}, False, {"avx2", "amx_bf16"}, True),  # /proc/cpuinfo as the last word
+])
+def test_detection(monkeypatch, caps, onednn, flags, fast):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: caps)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
+    monkeypatch.setattr(device_mod, "_cpuinfo_flags", lambda: flags)
+    assert cpu_has_fast_bf16() is fast
+
+
+def test_detection_on_this_machine_agrees_with_its_flags():
+    flags = device_mod._cpuinfo_flags()
+    if flags & {"avx512_bf16", "amx_bf16"}:
+        assert cpu_has_fast_bf16()
+    elif flags and not flags & {"avx512f", "asimd"}:  # AVX2 only: no oneDNN bf16 either
+        assert not cpu_has_fast_bf16()
+
+
+def one_error_line(err: str, command: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"electra {command}: error: --bf16: this CPU has no native bf16")
+    return lines[0]
+
+
+def test_pretrain_finetune_multitask_and_score_refuse(slow_cpu, data_dir, tiny_model, tmp_path,
+                                                      capsys):
+    """Each command refuses before it writes anything."""
+    commands = {
+        "pretrain": ["--data", str(data_dir), "--steps", "1"],
+        "finetune": ["--model", str(tiny_model), "--task", "SST-2", "--data", str(tmp_path)],
+        "multitask": ["--model", str(tiny_model), "--tasks", "RTE,SST-2", "--data",
+                      str(tmp_path)],
+    }
+    for command, argv in commands.items():
+        out = tmp_path / command
+        capsys.readouterr()
+        assert main([command, *argv, "--out", str(out), "--bf16", "--device", "cpu"]) == 1
+        one_error_line(capsys.readouterr().err, command)
+        assert not out.exists()
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a line\n")
+    assert main(["score", "--model", str(tiny_model), "--input", str(texts), "--out",
+                 str(tmp_path / "scores.jsonl"), "--bf16", "--device", "cpu"]) == 1
+    one_error_line(capsys.readouterr().err, "score")
+
+
+def test_help_mentions_the_refusal(capsys):
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help"])
+    assert ALLOW_SLOW_BF16 in " ".join(capsys.readouterr().out.split())
+
+
+# --- benchmarks/pretrain_throughput.py ----------------------------------------------------
+
+
+def _throughput_module():
+    path = ROOT / "benchmarks" / "pretrain_throughput.py"
+    spec = importlib.util.spec_from_file_location("pretrain_throughput", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_throughput_benchmark_skips_bf16_on_a_slow_cpu(slow_cpu):
+    bench = _throughput_module()
+    modes, skipped = bench.runnable_modes(["fp32", "bf16"])
+    assert modes == ["fp32"]
+    assert set(skipped) == {"bf16", "accuracy_check"}
+    assert "no native bf16" in skipped["bf16"] and ALLOW_SLOW_BF16 in skipped["bf16"]
+    assert bench.runnable_modes(["fp32"]) == (["fp32"], {"accuracy_check": skipped[
+        "accuracy_check"]})
+
+
+def test_throughput_benchmark_runs_bf16_on_a_fast_cpu(fast_cpu):
+    assert _throughput_module().runnable_modes(["fp32", "bf16"]) == (["fp32", "bf16"], {})
+
+
+@pytest.mark.parametrize("flag", ["--settings-repeats", "--settings-rounds", "--rounds"])
+def test_throughput_benchmark_rejects_zero_repeats(flag):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pretrain_throughput.py"),
+                           flag, "0"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert f"{flag} must be at least 1, got 0" in proc.stderr
+    assert not proc.stdout.strip() or json.loads(proc.stdout) is None
