@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -133,6 +134,17 @@ def test_split_sentences() -> None:
         "It rained.", "Did it?", "Yes!", '"Quite so."', "Then", "new line 3.5 ok...", "end",
     ]
     assert split_sentences("  \n ") == []
+
+
+def test_split_sentences_matches_its_definition() -> None:
+    """The fast splitter gives exactly the sentences of the one-regex definition."""
+    definition = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'\u201d\u2019)\]])\s+|\s*\n\s*")
+    rng = random.Random(0)
+    alphabet = list(".!?\"'\u201d\u2019)] \n\t\r\u2028\u00a0ab")
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        expected = [s for s in (p.strip() for p in definition.split(text)) if s]
+        assert split_sentences(text) == expected, repr(text)
 
 
 # --- packing ---------------------------------------------------------------------------------
