@@ -110,7 +110,7 @@ def run_hf_datasets(corpus: Path, tokenizer_dir: Path, cache: Path, seq_len: int
 
     raw = datasets.load_dataset("json", data_files=str(corpus), split="train",
                                 cache_dir=str(cache))
-    tokenized = raw.map(tokenize, batched=True, num_proc=num_proc, remove_columns=["text"])
+    tokenized = raw.map(tokenize, batched=True, num_proc=num_proc, remove_columns=raw.column_names)
     blocks = tokenized.map(group_texts, batched=True, num_proc=num_proc)
     return {"examples": len(blocks), "packed_tokens": len(blocks) * seq_len}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -390,6 +391,21 @@ def test_workers_read_a_bounded_number_of_chunks_ahead(vocab_dir: Path) -> None:
     expected = load_tokenizer(vocab_dir).encode("Document number 39.", add_special_tokens=False)
     assert prepare_module._tokenize_chunk(["Document number 39. It has two sentences."],
                                           load_tokenizer(vocab_dir))[0][0] == expected.ids
+
+
+def test_a_killed_worker_fails_the_run(vocab_dir: Path) -> None:
+    """A worker killed mid-run (as the kernel does when memory runs out) is an error, not a
+    hang."""
+
+    def chunks():
+        for i in range(60):
+            if i == 8:
+                for child in multiprocessing.active_children():  # the pool's processes
+                    child.kill()
+            yield ["train"], [f"Document number {i}. It has two sentences."]
+
+    with pytest.raises(ElectraError, match="worker process died"):
+        list(prepare_module._tokenize_in_order(chunks(), vocab_dir, workers=2))
 
 
 def test_leftovers_of_a_killed_run_are_removed(make_corpus, vocab_dir: Path,

@@ -24,6 +24,8 @@ import shutil
 import signal
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -192,8 +194,10 @@ def _tokenize_in_order(
 
     One worker tokenizes in this process. More start a pool of processes (spawned, never forked:
     a fork after the `tokenizers` thread pool has run could deadlock) with single-threaded
-    tokenizers, since the processes are the parallelism. `Pool.imap` would read the whole corpus
-    ahead into its task queue, so chunks are submitted by hand, a bounded number ahead.
+    tokenizers, since the processes are the parallelism. `Executor.map` and `Pool.imap` would
+    read the whole corpus ahead into their task queues, so chunks are submitted by hand, a
+    bounded number ahead. A worker that dies (say, killed for memory) fails the run instead of
+    hanging it, which is why this is a ProcessPoolExecutor and not a multiprocessing.Pool.
     """
     if workers == 1:
         tokenizer = load_tokenizer(tokenizer_dir)
@@ -202,16 +206,23 @@ def _tokenize_in_order(
                 yield splits, _tokenize_chunk(texts, tokenizer)
         return
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, _init_worker, (str(tokenizer_dir),)) as pool:
-        pending: deque[tuple[list[str], Any]] = deque()
-        for splits, texts in chunks:
-            pending.append((splits, pool.apply_async(_tokenize_chunk, (texts,))))
-            if len(pending) >= CHUNKS_PER_WORKER * workers:
+    with ProcessPoolExecutor(workers, context, _init_worker, (str(tokenizer_dir),)) as pool:
+        pending: deque[tuple[list[str], Future[list[TokenizedDoc]]]] = deque()
+        try:
+            for splits, texts in chunks:
+                pending.append((splits, pool.submit(_tokenize_chunk, texts)))
+                if len(pending) >= CHUNKS_PER_WORKER * workers:
+                    splits, result = pending.popleft()
+                    yield splits, result.result()
+            while pending:
                 splits, result = pending.popleft()
-                yield splits, result.get()
-        while pending:
-            splits, result = pending.popleft()
-            yield splits, result.get()
+                yield splits, result.result()
+        except BrokenProcessPool:
+            raise ElectraError("a tokenizing worker process died (out of memory?); try fewer "
+                               "--workers") from None
+        finally:
+            for _, result in pending:
+                result.cancel()
 
 
 _PARALLELISM = "TOKENIZERS_PARALLELISM"  # read by `tokenizers` at every batch call
