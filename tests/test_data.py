@@ -338,6 +338,8 @@ def test_prepare_overwrite_and_validation(make_corpus, vocab_dir: Path, tmp_path
             prepare_corpus([corpus], vocab_dir, bad, tmp_path / "x", show_progress=False)
     with pytest.raises(ElectraError, match="does not exist"):
         prepare_corpus([tmp_path / "nope"], vocab_dir, 16, tmp_path / "x", show_progress=False)
+    with pytest.raises(ElectraError, match="workers must be >= 1"):
+        prepare_corpus([corpus], vocab_dir, 16, tmp_path / "x", show_progress=False, workers=0)
     assert not (tmp_path / "x").exists()
 
 
