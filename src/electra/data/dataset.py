@@ -5,9 +5,9 @@ always padded to seq_len so every step has the same shapes (no recompilation, st
 
 Integrity: every open checks each shard file's size against the manifest (one stat per file,
 so a truncated or partly copied shard is never read) and the arrays' shapes against each other.
-A byte changed in place keeps the size, and only a full SHA-256 finds it; reading every byte of a
-multi-GB data set at each start (and on each DDP rank) would cost minutes, so checksums are
-checked on request: `PretrainingDataset(..., verify=True)`, `verify_data`, or
+A byte changed in place keeps the size, and only a full SHA-256 finds it; hashing every byte of a
+multi-GB data set at each start, on each DDP rank, would cost tens of seconds to minutes, so
+checksums are checked on request: `PretrainingDataset(..., verify=True)`, `verify_data`, or
 `electra prepare --verify DIR` (worth running once after copying data to another machine).
 """
 
