@@ -81,7 +81,7 @@ def _run_prepare(args) -> None:
     missing = [flag for flag, value in (("--corpus", args.corpus), ("--tokenizer", args.tokenizer),
                                         ("--out", args.out)) if not value]
     if missing:
-        raise ElectraError(f"prepare: give {', '.join(missing)} (or --verify DIR)")
+        raise ElectraError(f"give {', '.join(missing)} (or --verify DIR)")
     from electra.data.prepare import prepare_corpus
 
     manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,

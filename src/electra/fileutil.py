@@ -67,6 +67,7 @@ def install_dir(tmp: str | Path, out: str | Path) -> None:
     """Move a finished temp dir to `out`, replacing an old `out` only at the very end: a reader
     sees the old directory or the new one, never a mix."""
     tmp, out = Path(tmp), Path(out)
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; this is an ordinary output
     if not out.exists():
         os.rename(tmp, out)
         return
