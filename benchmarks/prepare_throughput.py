@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import itertools
 import json
 import os
@@ -115,6 +116,14 @@ def run_hf_datasets(corpus: Path, tokenizer_dir: Path, cache: Path, seq_len: int
     return {"examples": len(blocks), "packed_tokens": len(blocks) * seq_len}
 
 
+def tree_digest(root: Path) -> str:
+    """SHA-256 over every file's name and bytes: equal digests, byte-identical outputs."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def timed(run: Callable[[], dict[str, Any]]) -> tuple[float, dict[str, Any]]:
     start = time.perf_counter()
     out = run()
@@ -164,10 +173,13 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     seconds: dict[str, list[float]] = {name: [] for name in systems}
     outputs: dict[str, dict[str, Any]] = {}
+    digests: set[str] = set()
     for repeat in range(args.repeats):
         for name, run in systems.items():
             elapsed, outputs[name] = timed(lambda run=run, r=repeat: run(r))
             seconds[name].append(round(elapsed, 3))
+            if name.startswith("electra"):
+                digests.add(tree_digest(work / "out"))
     load_after = os.getloadavg()
 
     results = {}
@@ -192,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
                     "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in load_after]},
         "notes": notes,
+        "electra_outputs_identical": len(digests) == 1,
         "results": results,
     }, indent=2))
 
