@@ -351,7 +351,8 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 def test_output_is_identical_whatever_the_workers(tmp_path: Path, documents, vocab_dir: Path,
                                                   capfd: pytest.CaptureFixture[str]) -> None:
     """Shards, tokenizer copy and manifest are byte-for-byte the same with 1, 2 or 3 workers
-    (3 through the CLI) and any chunk size, and no fork warning from `tokenizers` appears."""
+    and any chunk size (and `--workers` reaches them from the CLI); no fork warning from
+    `tokenizers` appears."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     with open(corpus / "a.txt", "w", encoding="utf-8") as handle:
@@ -361,17 +362,19 @@ def test_output_is_identical_whatever_the_workers(tmp_path: Path, documents, voc
     settings = {"heldout_fraction": 0.1, "shard_tokens": 1500, "show_progress": False}
     one = prepare_corpus([corpus], vocab_dir, 48, tmp_path / "w1", workers=1, batch_docs=64,
                          **settings)
-    prepare_corpus([corpus], vocab_dir, 48, tmp_path / "w2", workers=2, batch_docs=5, **settings)
-    assert main(["prepare", "--corpus", str(corpus), "--tokenizer", str(vocab_dir),
-                 "--seq-len", "48", "--out", str(tmp_path / "w3"), "--workers", "3",
-                 "--heldout-fraction", "0.1"]) == 0
+    for workers, batch_docs in ((2, 5), (3, 16)):
+        prepare_corpus([corpus], vocab_dir, 48, tmp_path / f"w{workers}", workers=workers,
+                       batch_docs=batch_docs, **settings)
     reference = tree_bytes(tmp_path / "w1")
     assert len(one["splits"]["train"]["shards"]) > 3 and len(reference) > 12
     assert tree_bytes(tmp_path / "w2") == reference
-    # the CLI's default shard size differs, so compare its examples, not its files
-    assert stored_examples(tmp_path / "w3") == stored_examples(tmp_path / "w1")
-    assert stored_examples(tmp_path / "w3", "heldout") == stored_examples(tmp_path / "w1",
-                                                                          "heldout")
+    assert tree_bytes(tmp_path / "w3") == reference
+    assert main(["prepare", "--corpus", str(corpus), "--tokenizer", str(vocab_dir),
+                 "--seq-len", "48", "--out", str(tmp_path / "cli"), "--workers", "2",
+                 "--heldout-fraction", "0.1"]) == 0
+    # the CLI's shards are larger (no --shard-tokens flag): compare examples, not files
+    for split in ("train", "heldout"):
+        assert stored_examples(tmp_path / "cli", split) == stored_examples(tmp_path / "w1", split)
     err = capfd.readouterr().err
     assert "TOKENIZERS_PARALLELISM" not in err and "forked" not in err
 
