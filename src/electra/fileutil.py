@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -55,7 +56,7 @@ def remove_stale_temp_dirs(out: str | Path) -> list[Path]:
     if not out.parent.is_dir():
         return removed
     for kind in ("tmp", "old"):
-        for path in out.parent.glob(f".{out.name}.{kind}-*"):
+        for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):
             pid = path.name[len(f".{out.name}.{kind}-"):].split("-", 1)[0]
             if path.is_dir() and pid.isdigit() and not _alive(int(pid)):
                 shutil.rmtree(path, ignore_errors=True)
@@ -65,7 +66,7 @@ def remove_stale_temp_dirs(out: str | Path) -> list[Path]:
 
 def install_dir(tmp: str | Path, out: str | Path) -> None:
     """Move a finished temp dir to `out`, replacing an old `out` only at the very end: a reader
-    sees the old directory or the new one, never a mix."""
+    sees the old directory, the new one or, for an instant, none; never a mix."""
     tmp, out = Path(tmp), Path(out)
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; this is an ordinary output
     if not out.exists():
