@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
+import os
 import random
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from electra.cli import main
+from electra.data import prepare as prepare_module
 from electra.data.corpus import iter_documents, split_sentences
-from electra.data.dataset import PretrainingDataset, iterate_batches
+from electra.data.dataset import PretrainingDataset, iterate_batches, verify_data
 from electra.data.packing import ExampleBuilder
 from electra.data.prepare import prepare_corpus
 from electra.errors import ElectraError
@@ -128,6 +135,17 @@ def test_split_sentences() -> None:
         "It rained.", "Did it?", "Yes!", '"Quite so."', "Then", "new line 3.5 ok...", "end",
     ]
     assert split_sentences("  \n ") == []
+
+
+def test_split_sentences_matches_its_definition() -> None:
+    """The fast splitter gives exactly the sentences of the one-regex definition."""
+    definition = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'\u201d\u2019)\]])\s+|\s*\n\s*")
+    rng = random.Random(0)
+    alphabet = list(".!?\"'\u201d\u2019)] \n\t\r\u2028\u00a0ab")
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        expected = [s for s in (p.strip() for p in definition.split(text)) if s]
+        assert split_sentences(text) == expected, repr(text)
 
 
 # --- packing ---------------------------------------------------------------------------------
@@ -290,14 +308,15 @@ def test_prepare_is_deterministic(make_corpus, vocab_dir: Path, tmp_path: Path) 
     assert stored_examples(tmp_path / "a") != stored_examples(tmp_path / "c")
 
 
-def test_failed_prepare_leaves_no_output(vocab_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_failed_prepare_leaves_no_output(vocab_dir: Path, tmp_path: Path, workers: int) -> None:
     corpus_dir = tmp_path / "corpus"
     corpus_dir.mkdir()
     lines = [json.dumps({"text": f"Document {i} is here. It has words."}) for i in range(400)]
     (corpus_dir / "c.jsonl").write_text("\n".join(lines) + '\n{"text": broken\n')
     with pytest.raises(ElectraError, match=r"c\.jsonl:401: invalid JSON"):
         prepare_corpus([corpus_dir], vocab_dir, 16, tmp_path / "out", shard_tokens=64,
-                       batch_docs=8, show_progress=False)
+                       batch_docs=8, show_progress=False, workers=workers)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
 
 
@@ -319,7 +338,139 @@ def test_prepare_overwrite_and_validation(make_corpus, vocab_dir: Path, tmp_path
             prepare_corpus([corpus], vocab_dir, bad, tmp_path / "x", show_progress=False)
     with pytest.raises(ElectraError, match="does not exist"):
         prepare_corpus([tmp_path / "nope"], vocab_dir, 16, tmp_path / "x", show_progress=False)
+    with pytest.raises(ElectraError, match="workers must be >= 1"):
+        prepare_corpus([corpus], vocab_dir, 16, tmp_path / "x", show_progress=False, workers=0)
     assert not (tmp_path / "x").exists()
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_output_is_identical_whatever_the_workers(tmp_path: Path, documents, vocab_dir: Path,
+                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """Shards, tokenizer copy and manifest are byte-for-byte the same with 1, 2 or 3 workers
+    and any chunk size (and `--workers` reaches them from the CLI); no fork warning from
+    `tokenizers` appears."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    with open(corpus / "a.txt", "w", encoding="utf-8") as handle:
+        handle.write("\n\n".join(" ".join(doc) for doc in documents[:150]))
+    with gzip.open(corpus / "b.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.writelines(json.dumps({"text": " ".join(doc)}) + "\n" for doc in documents[150:])
+    settings = {"heldout_fraction": 0.1, "shard_tokens": 1500, "show_progress": False}
+    one = prepare_corpus([corpus], vocab_dir, 48, tmp_path / "w1", workers=1, batch_docs=64,
+                         **settings)
+    for workers, batch_docs in ((2, 5), (3, 16)):
+        prepare_corpus([corpus], vocab_dir, 48, tmp_path / f"w{workers}", workers=workers,
+                       batch_docs=batch_docs, **settings)
+    reference = tree_bytes(tmp_path / "w1")
+    assert len(one["splits"]["train"]["shards"]) > 3 and len(reference) > 12
+    assert tree_bytes(tmp_path / "w2") == reference
+    assert tree_bytes(tmp_path / "w3") == reference
+    assert main(["prepare", "--corpus", str(corpus), "--tokenizer", str(vocab_dir),
+                 "--seq-len", "48", "--out", str(tmp_path / "cli"), "--workers", "2",
+                 "--heldout-fraction", "0.1"]) == 0
+    # the CLI's shards are larger (no --shard-tokens flag): compare examples, not files
+    for split in ("train", "heldout"):
+        assert stored_examples(tmp_path / "cli", split) == stored_examples(tmp_path / "w1", split)
+    err = capfd.readouterr().err
+    assert "TOKENIZERS_PARALLELISM" not in err and "forked" not in err
+
+
+def test_workers_read_a_bounded_number_of_chunks_ahead(vocab_dir: Path) -> None:
+    pulled = []
+
+    def chunks():
+        for i in range(40):
+            pulled.append(i)
+            yield ["train"], [f"Document number {i}. It has two sentences."]
+
+    stream = prepare_module._tokenize_in_order(chunks(), vocab_dir, workers=2)
+    ahead = 2 * prepare_module.CHUNKS_PER_WORKER
+    for consumed in range(1, 6):
+        next(stream)
+        assert len(pulled) == ahead + consumed - 1
+    assert len(list(stream)) == 35
+    expected = load_tokenizer(vocab_dir).encode("Document number 39.", add_special_tokens=False)
+    assert prepare_module._tokenize_chunk(["Document number 39. It has two sentences."],
+                                          load_tokenizer(vocab_dir))[0][0] == expected.ids
+
+
+def test_a_killed_worker_fails_the_run(vocab_dir: Path) -> None:
+    """A worker killed mid-run (as the kernel does when memory runs out) is an error, not a
+    hang."""
+
+    def chunks():
+        for i in range(60):
+            if i == 8:
+                for child in multiprocessing.active_children():  # the pool's processes
+                    child.kill()
+            yield ["train"], [f"Document number {i}. It has two sentences."]
+
+    with pytest.raises(ElectraError, match="worker process died"):
+        list(prepare_module._tokenize_in_order(chunks(), vocab_dir, workers=2))
+
+
+def test_leftovers_of_a_killed_run_are_removed(make_corpus, vocab_dir: Path,
+                                               tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f".out.tmp-{dead}-abc123"
+    live = tmp_path / f".out.tmp-{os.getpid()}-def456"  # a run in progress: not ours to remove
+    for leftover in (stale, live):
+        leftover.mkdir()
+        (leftover / "train-00000.tokens.npy").write_bytes(b"partial")
+    corpus = make_corpus(20)
+    prepare_corpus([corpus], vocab_dir, 16, tmp_path / "out", show_progress=False, workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([corpus.name, "out", live.name])
+
+
+def test_damaged_shards_are_named(data_dir: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A truncated shard fails every load; a byte changed in place is found by its checksum
+    (verify=True, verify_data, `electra prepare --verify`). Each error is one line naming the
+    file."""
+    assert verify_data(data_dir)["ok"] and verify_data(data_dir)["files"] >= 6
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    shard = manifest["splits"]["train"]["shards"][1]
+    assert shard["bytes"]["tokens"] == (data_dir / shard["tokens"]).stat().st_size
+    broken = tmp_path / "broken"
+
+    def damage(name: str, edit) -> Path:
+        shutil.rmtree(broken, ignore_errors=True)
+        shutil.copytree(data_dir, broken)
+        path = broken / name
+        path.write_bytes(edit(path.read_bytes()))
+        return path
+
+    def fails(make, path: Path) -> None:
+        with pytest.raises(ElectraError) as info:
+            make()
+        message = str(info.value)
+        assert message.startswith(str(path)) and "\n" not in message
+
+    truncated = damage("train-00001.tokens.npy", lambda data: data[:-10])
+    fails(lambda: PretrainingDataset(broken), truncated)
+    fails(lambda: verify_data(broken), truncated)
+    truncated = damage("heldout-00000.offsets.npy", lambda data: data[: len(data) // 2])
+    fails(lambda: PretrainingDataset(broken, "heldout"), truncated)
+
+    def flip(data: bytes, at: int = -20) -> bytes:
+        return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
+
+    flipped = damage("train-00002.tokens.npy", flip)
+    assert len(PretrainingDataset(broken)) == len(PretrainingDataset(data_dir))  # size only
+    fails(lambda: PretrainingDataset(broken, verify=True), flipped)
+    fails(lambda: verify_data(broken), flipped)
+    assert main(["prepare", "--verify", str(broken)]) == 1
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and str(flipped) in line and "SHA-256" in line
+    byte_order = damage("train-00000.tokens.npy",  # '<u2' -> '>u2': same size, swapped bytes
+                        lambda data: data.replace(b"'<u2'", b"'>u2'", 1))
+    fails(lambda: PretrainingDataset(broken), byte_order)
+    assert main(["prepare", "--verify", str(data_dir)]) == 0
 
 
 # --- dataset ---------------------------------------------------------------------------------

@@ -52,26 +52,42 @@ def _add_prepare(sub) -> None:
                        description="Stream a corpus (plain text with blank lines between "
                        "documents, or JSON lines; .gz and directories ok), tokenize it, pack "
                        "sentences into [CLS] A [SEP] B [SEP] examples as the official ELECTRA "
-                       "data builder does, and write token shards plus manifest.json.")
-    p.add_argument("--corpus", nargs="+", required=True)
-    p.add_argument("--tokenizer", required=True, help="directory written by `electra vocab`")
+                       "data builder does, and write token shards plus manifest.json. The "
+                       "output is the same whatever --workers. With --verify DIR, check a "
+                       "prepared directory's shards against its manifest instead.")
+    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--tokenizer", help="directory written by `electra vocab`")
     p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out")
     p.add_argument("--heldout-fraction", type=float, default=0.0,
                    help="share of documents kept aside as a held-out split (default 0)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--workers", type=int, default=None,
+                   help="tokenizing processes (default: the available cores; 1 = in this "
+                   "process)")
     p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
+                   "SHA-256) against its manifest and exit")
     p.set_defaults(func=_run_prepare)
 
 
 def _run_prepare(args) -> None:
+    if args.verify:
+        from electra.data.dataset import verify_data
+
+        print(json.dumps(verify_data(args.verify)))
+        return
+    missing = [flag for flag, value in (("--corpus", args.corpus), ("--tokenizer", args.tokenizer),
+                                        ("--out", args.out)) if not value]
+    if missing:
+        raise ElectraError(f"give {', '.join(missing)} (or --verify DIR)")
     from electra.data.prepare import prepare_corpus
 
     manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
                               text_field=args.text_field, seed=args.seed,
                               heldout_fraction=args.heldout_fraction, overwrite=args.overwrite,
-                              show_progress=_show_progress())
+                              show_progress=_show_progress(), workers=args.workers)
     splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
               for name, s in manifest["splits"].items()}
     print(json.dumps({"out": args.out, "splits": splits}))

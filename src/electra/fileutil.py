@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -35,3 +37,53 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def temp_dir_beside(out: str | Path) -> Path:
+    """A fresh hidden directory next to `out`, on the same file system so that `install_dir`
+    can rename it into place. The name carries this process's id so that a later run can tell
+    the leftovers of a killed run (`remove_stale_temp_dirs`) from the work of a live one."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+
+
+def remove_stale_temp_dirs(out: str | Path) -> list[Path]:
+    """Delete the temp dirs (`temp_dir_beside`) and backups (`install_dir`) that a killed run
+    left beside `out`; those of processes still alive on this machine are left alone."""
+    out = Path(out)
+    removed: list[Path] = []
+    if not out.parent.is_dir():
+        return removed
+    for kind in ("tmp", "old"):
+        for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):
+            pid = path.name[len(f".{out.name}.{kind}-"):].split("-", 1)[0]
+            if path.is_dir() and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
+
+
+def install_dir(tmp: str | Path, out: str | Path) -> None:
+    """Move a finished temp dir to `out`, replacing an old `out` only at the very end: a reader
+    sees the old directory, the new one or, for an instant, none; never a mix."""
+    tmp, out = Path(tmp), Path(out)
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; this is an ordinary output
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    backup = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+    backup.rmdir()
+    os.rename(out, backup)
+    os.rename(tmp, out)
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

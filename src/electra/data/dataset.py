@@ -2,6 +2,13 @@
 
 Shards are memory-mapped, so opening a data set is instant and costs no memory; batches are
 always padded to seq_len so every step has the same shapes (no recompilation, stable memory).
+
+Integrity: every open checks each shard file's size against the manifest (one stat per file,
+so a truncated or partly copied shard is never read) and the arrays' shapes against each other.
+A byte changed in place keeps the size, and only a full SHA-256 finds it; hashing every byte of a
+multi-GB data set at each start, on each DDP rank, would cost tens of seconds to minutes, so
+checksums are checked on request: `PretrainingDataset(..., verify=True)`, `verify_data`, or
+`electra prepare --verify DIR` (worth running once after copying data to another machine).
 """
 
 from __future__ import annotations
@@ -14,14 +21,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from electra.data.prepare import FORMAT, FORMAT_VERSION, MANIFEST
+from electra.data.prepare import FORMAT, FORMAT_VERSION, MANIFEST, SHARD_ARRAYS
 from electra.errors import ElectraError
+from electra.fileutil import sha256_file
 
 
 class PretrainingDataset:
-    """One split of a directory written by `prepare_corpus`."""
+    """One split of a directory written by `prepare_corpus`; `verify` also checks every shard's
+    SHA-256 (reads the whole split)."""
 
-    def __init__(self, data_dir: str | Path, split: str = "train") -> None:
+    def __init__(self, data_dir: str | Path, split: str = "train", verify: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.split = split
         self.manifest = read_manifest(self.data_dir)
@@ -39,7 +48,7 @@ class PretrainingDataset:
         self._offsets: list[np.ndarray] = []
         self._sep: list[np.ndarray] = []
         for shard in info["shards"]:
-            tokens, offsets, sep = self._open_shard(shard)
+            tokens, offsets, sep = self._open_shard(shard, verify)
             self._tokens.append(tokens)
             self._offsets.append(offsets)
             self._sep.append(sep)
@@ -99,22 +108,64 @@ class PretrainingDataset:
             "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
         }
 
-    def _open_shard(self, shard: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        where = self.data_dir / MANIFEST
+    def _open_shard(
+        self, shard: dict[str, Any], verify: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         try:
-            arrays = [np.load(self.data_dir / shard[key], mmap_mode="r")
-                      for key in ("tokens", "offsets", "sep_index")]
+            paths = [self.data_dir / shard[key] for key in SHARD_ARRAYS]
         except KeyError as err:
-            raise ElectraError(f"{where}: shard entry lacks {err}; manifest is corrupt") from None
-        except (OSError, ValueError) as err:
-            raise ElectraError(f"{self.data_dir}: cannot read shard ({err}); "
-                               "the data directory is incomplete, prepare it again") from None
+            raise ElectraError(f"{self.data_dir / MANIFEST}: shard entry lacks {err}; "
+                               "manifest is corrupt") from None
+        arrays = []
+        for key, path in zip(SHARD_ARRAYS, paths, strict=True):
+            _check_file(path, shard.get("bytes", {}).get(key),
+                        shard.get("sha256", {}).get(key) if verify else None)
+            try:
+                arrays.append(np.load(path, mmap_mode="r"))
+            except (OSError, ValueError) as err:
+                raise ElectraError(f"{path}: cannot read shard ({err}); "
+                                   "prepare the data again") from None
         tokens, offsets, sep = arrays
-        if (len(offsets) != len(sep) + 1 or len(sep) != shard.get("num_examples")
+        dtypes = (np.dtype(self.manifest.get("token_dtype", tokens.dtype)), np.int64, np.uint16)
+        for path, array, dtype in zip(paths, arrays, dtypes, strict=True):
+            if array.ndim != 1 or array.dtype != dtype:
+                raise ElectraError(f"{path}: holds {array.dtype} {array.shape}, expected a 1-d "
+                                   f"{np.dtype(dtype)} array; the file is corrupt")
+        if (len(offsets) != len(sep) + 1
+                or len(sep) != shard.get("num_examples")
                 or (len(offsets) and int(offsets[-1]) != len(tokens))):
-            raise ElectraError(f"{self.data_dir / shard['tokens']}: shard sizes do not match "
-                               "the manifest; the data directory is corrupt")
+            raise ElectraError(f"{paths[0]}: shard sizes do not match the manifest; "
+                               "the data directory is corrupt")
         return tokens, offsets, sep
+
+
+def _check_file(path: Path, size: int | None, sha256: str | None) -> None:
+    """A shard file against what the manifest recorded (older manifests record neither)."""
+    if not path.is_file():
+        raise ElectraError(f"{path}: missing; the data directory is incomplete, prepare it again")
+    actual = path.stat().st_size
+    if size is not None and actual != size:
+        raise ElectraError(f"{path}: {actual} bytes where the manifest says {size}; "
+                           "the file is truncated or altered, prepare the data again")
+    if sha256 is not None and sha256_file(path) != sha256:
+        raise ElectraError(f"{path}: SHA-256 differs from the manifest; the file is corrupt, "
+                           "prepare the data again")
+
+
+def verify_data(data_dir: str | Path) -> dict[str, Any]:
+    """Check every shard of every split against the manifest, SHA-256 included; returns the
+    number of files and bytes checked, or raises naming the first bad file."""
+    manifest = read_manifest(data_dir)
+    files = size = 0
+    for split, info in manifest["splits"].items():
+        for shard in info["shards"]:
+            if set(shard.get("sha256", {})) != set(SHARD_ARRAYS):
+                raise ElectraError(f"{Path(data_dir) / MANIFEST}: no checksums recorded (written "
+                                   "by an older version); prepare the data again to verify it")
+            files += len(SHARD_ARRAYS)
+            size += sum(shard["bytes"].values())
+        PretrainingDataset(data_dir, split, verify=True)
+    return {"data": str(data_dir), "files": files, "bytes": size, "ok": True}
 
 
 def read_manifest(data_dir: str | Path) -> dict[str, Any]:

@@ -1,19 +1,32 @@
 """Turn a text corpus into packed, memory-mappable token shards plus a manifest.
 
+Documents are read in order by the main process and tokenized in chunks by a pool of worker
+processes (each single-threaded), with a bounded number of chunks in flight so that memory stays
+flat for corpora larger than RAM. The results come back in order and are packed by the main
+process with one seeded builder per split, so the shards and the manifest are byte-for-byte the
+same whatever the number of workers.
+
 The output directory is self-contained (its own copy of the tokenizer) and written atomically:
 everything goes to a hidden temp dir beside it that is renamed only when complete, so a crash
-or a bad line late in the corpus never leaves a directory that looks usable.
+or a bad line late in the corpus never leaves a directory that looks usable; the leftovers of a
+killed run are removed by the next one. The manifest records every shard file's size (checked
+on every load) and SHA-256 (checked on request, see `electra.data.dataset.verify_data`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
-import tempfile
+import signal
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +35,10 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from electra import __version__
-from electra.data.corpus import corpus_files, iter_documents, split_sentences
+from electra.data.corpus import Document, corpus_files, iter_documents, split_sentences
 from electra.data.packing import Example, ExampleBuilder
 from electra.errors import ElectraError
+from electra.fileutil import install_dir, remove_stale_temp_dirs, sha256_file, temp_dir_beside
 from electra.tokenizer import (
     copy_tokenizer_files,
     load_tokenizer,
@@ -35,11 +49,24 @@ from electra.tokenizer import (
 FORMAT = "electra-pretraining-shards"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+SHARD_ARRAYS = ("tokens", "offsets", "sep_index")
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 512
-# Documents are tokenized in batches (parallel in Rust); these bound the memory a batch of
-# very long documents can take.
+# Documents are tokenized in chunks of at most `batch_docs` documents and MAX_BATCH_CHARS
+# characters; at most CHUNKS_PER_WORKER chunks per worker are in flight at a time.
 MAX_BATCH_CHARS = 1 << 22
+CHUNKS_PER_WORKER = 2
 ENCODE_CHUNK = 8192
+
+TokenizedDoc = list[list[int]]
+"""One document as the token ids of each of its sentences."""
+
+
+def default_workers() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def prepare_corpus(
@@ -54,14 +81,22 @@ def prepare_corpus(
     batch_docs: int = 256,
     show_progress: bool = True,
     overwrite: bool = False,
+    workers: int | None = None,
 ) -> dict[str, Any]:
-    """Tokenize, pack and shard a corpus into `out_dir`; returns the manifest it wrote."""
+    """Tokenize, pack and shard a corpus into `out_dir`; returns the manifest it wrote.
+
+    `workers` tokenizing processes (default: the available cores; 1 tokenizes in this process).
+    The output does not depend on `workers` or `batch_docs`.
+    """
     if not MIN_SEQ_LEN <= seq_len <= MAX_SEQ_LEN:
         raise ElectraError(f"seq_len must be in [{MIN_SEQ_LEN}, {MAX_SEQ_LEN}], got {seq_len}")
     if not 0.0 <= heldout_fraction < 1.0:
         raise ElectraError(f"heldout_fraction must be in [0, 1), got {heldout_fraction}")
     if shard_tokens < 1 or batch_docs < 1:
         raise ElectraError("shard_tokens and batch_docs must be positive")
+    workers = default_workers() if workers is None else workers
+    if workers < 1:
+        raise ElectraError(f"workers must be >= 1, got {workers}")
     if isinstance(corpus, (str, Path)):
         corpus = [corpus]
     out = Path(out_dir)
@@ -73,8 +108,8 @@ def prepare_corpus(
     checksum = vocab_checksum(tokenizer_dir)
     dtype = np.uint16 if vocab_size <= 2**16 else np.uint32
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    remove_stale_temp_dirs(out)
+    tmp = temp_dir_beside(out)
     try:
         copy_tokenizer_files(tokenizer_dir, tmp / "tokenizer")
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
@@ -83,30 +118,19 @@ def prepare_corpus(
             name: ExampleBuilder(seq_len, specials["cls"], specials["sep"], seed + i)
             for i, name in enumerate(splits)
         }
-        is_heldout = _heldout_selector(seed, heldout_fraction)
-
-        def flush(batch: list[tuple[str, list[str]]]) -> None:
-            ids = _encode(tokenizer, [s for _, doc_sentences in batch for s in doc_sentences])
-            for split, doc_sentences in batch:
-                builder, writer = builders[split], writers[split]
-                for _ in doc_sentences:
-                    writer.add(builder.add_sentence(next(ids)))
-                writer.add(builder.end_document())
-                writer.num_documents += 1
-
-        batch: list[tuple[str, list[str]]] = []
-        batch_chars = 0
-        docs = iter_documents(corpus, text_field=text_field)
-        with tqdm(docs, desc="preparing", unit=" docs", disable=not show_progress) as progress:
-            for index, doc in enumerate(progress):
-                split = "heldout" if is_heldout(index) else "train"
-                batch.append((split, split_sentences(doc.text)))
-                batch_chars += len(doc.text)
-                if len(batch) >= batch_docs or batch_chars >= MAX_BATCH_CHARS:
-                    flush(batch)
-                    batch, batch_chars = [], 0
-            if batch:
-                flush(batch)
+        chunks = _chunks(iter_documents(corpus, text_field=text_field),
+                         _heldout_selector(seed, heldout_fraction), batch_docs)
+        tokenized = _tokenize_in_order(chunks, tokenizer_dir, workers)
+        with closing(tokenized), tqdm(desc="preparing", unit=" docs",
+                                      disable=not show_progress) as progress:
+            for doc_splits, docs in tokenized:
+                for split, sentences in zip(doc_splits, docs, strict=True):
+                    builder, writer = builders[split], writers[split]
+                    for ids in sentences:
+                        writer.add(builder.add_sentence(ids))
+                    writer.add(builder.end_document())
+                    writer.num_documents += 1
+                progress.update(len(docs))
         for writer in writers.values():
             writer.close()
         if writers["train"].num_examples == 0:
@@ -138,20 +162,108 @@ def prepare_corpus(
         with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
-        _install(tmp, out)
+        install_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
 
 
-def _encode(tokenizer: Tokenizer, sentences: list[str]) -> Iterator[list[int]]:
-    """Token ids per sentence, tokenized in parallel chunks; Encoding objects are bulky, so only
-    a bounded number is alive at a time."""
-    for start in range(0, len(sentences), ENCODE_CHUNK):
-        chunk = sentences[start : start + ENCODE_CHUNK]
-        for encoding in tokenizer.encode_batch(chunk, add_special_tokens=False):
-            yield encoding.ids
+def _chunks(
+    docs: Iterator[Document], is_heldout: Callable[[int], bool], batch_docs: int
+) -> Iterator[tuple[list[str], list[str]]]:
+    """(split of each document, its text) in chunks of bounded size, in corpus order."""
+    splits: list[str] = []
+    texts: list[str] = []
+    chars = 0
+    for index, doc in enumerate(docs):
+        splits.append("heldout" if is_heldout(index) else "train")
+        texts.append(doc.text)
+        chars += len(doc.text)
+        if len(texts) >= batch_docs or chars >= MAX_BATCH_CHARS:
+            yield splits, texts
+            splits, texts, chars = [], [], 0
+    if texts:
+        yield splits, texts
+
+
+def _tokenize_in_order(
+    chunks: Iterator[tuple[list[str], list[str]]], tokenizer_dir: str | Path, workers: int
+) -> Iterator[tuple[list[str], list[TokenizedDoc]]]:
+    """Each chunk's splits and tokenized documents, in order.
+
+    One worker tokenizes in this process. More start a pool of processes (spawned, never forked:
+    a fork after the `tokenizers` thread pool has run could deadlock) with single-threaded
+    tokenizers, since the processes are the parallelism. `Executor.map` and `Pool.imap` would
+    read the whole corpus ahead into their task queues, so chunks are submitted by hand, a
+    bounded number ahead. A worker that dies (say, killed for memory) fails the run instead of
+    hanging it, which is why this is a ProcessPoolExecutor and not a multiprocessing.Pool.
+    """
+    if workers == 1:
+        tokenizer = load_tokenizer(tokenizer_dir)
+        with _single_threaded_tokenizers():
+            for splits, texts in chunks:
+                yield splits, _tokenize_chunk(texts, tokenizer)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, context, _init_worker, (str(tokenizer_dir),)) as pool:
+        pending: deque[tuple[list[str], Future[list[TokenizedDoc]]]] = deque()
+        try:
+            for splits, texts in chunks:
+                pending.append((splits, pool.submit(_tokenize_chunk, texts)))
+                if len(pending) >= CHUNKS_PER_WORKER * workers:
+                    splits, result = pending.popleft()
+                    yield splits, result.result()
+            while pending:
+                splits, result = pending.popleft()
+                yield splits, result.result()
+        except BrokenProcessPool:
+            raise ElectraError("a tokenizing worker process died (out of memory?); try fewer "
+                               "--workers") from None
+        finally:
+            for _, result in pending:
+                result.cancel()
+
+
+_PARALLELISM = "TOKENIZERS_PARALLELISM"  # read by `tokenizers` at every batch call
+_WORKER_TOKENIZER: Tokenizer | None = None
+
+
+def _init_worker(tokenizer_dir: str) -> None:
+    """Pool initializer: one single-threaded tokenizer per process; Ctrl-C is left to the main
+    process, which stops the pool."""
+    global _WORKER_TOKENIZER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ[_PARALLELISM] = "false"
+    _WORKER_TOKENIZER = load_tokenizer(tokenizer_dir)
+
+
+@contextmanager
+def _single_threaded_tokenizers() -> Iterator[None]:
+    previous = os.environ.get(_PARALLELISM)
+    os.environ[_PARALLELISM] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_PARALLELISM, None)
+        else:
+            os.environ[_PARALLELISM] = previous
+
+
+def _tokenize_chunk(texts: list[str], tokenizer: Tokenizer | None = None) -> list[TokenizedDoc]:
+    """Split each document into sentences and tokenize them (no special tokens). Sentences are
+    encoded ENCODE_CHUNK at a time: `Encoding` objects are bulky, only their ids are kept."""
+    tokenizer = tokenizer or _WORKER_TOKENIZER
+    assert tokenizer is not None, "not in a pool worker: pass the tokenizer"
+    # encode_batch_fast (tokenizers >= 0.20) skips the character offsets, which we do not use.
+    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    docs = [split_sentences(text) for text in texts]
+    sentences = [s for doc in docs for s in doc]
+    ids = (encoding.ids for start in range(0, len(sentences), ENCODE_CHUNK)
+           for encoding in encode(sentences[start : start + ENCODE_CHUNK],
+                                  add_special_tokens=False))
+    return [[next(ids) for _ in doc] for doc in docs]
 
 
 def _heldout_selector(seed: int, fraction: float) -> Callable[[int], bool]:
@@ -178,18 +290,6 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
             raise ElectraError(f"{out} already holds prepared data; pass overwrite to replace it")
     elif any(out.iterdir()):
         raise ElectraError(f"{out} exists and is not a prepared data directory; refusing to use it")
-
-
-def _install(tmp: Path, out: Path) -> None:
-    """Move the finished temp dir into place, replacing an old data dir only at the very end."""
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    backup = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    backup.rmdir()
-    os.rename(out, backup)
-    os.rename(tmp, out)
-    shutil.rmtree(backup, ignore_errors=True)
 
 
 class _ShardWriter:
@@ -229,16 +329,23 @@ class _ShardWriter:
 
     def _write_shard(self) -> None:
         stem = f"{self.split}-{len(self.shards):05d}"
-        files = {
-            "tokens": f"{stem}.tokens.npy",
-            "offsets": f"{stem}.offsets.npy",
-            "sep_index": f"{stem}.sep_index.npy",
+        arrays = {
+            "tokens": self.buffer[: self.position],
+            "offsets": np.asarray(self.offsets, dtype=np.int64),
+            "sep_index": np.asarray(self.sep_index, dtype=np.uint16),
         }
-        np.save(self.root / files["tokens"], self.buffer[: self.position])
-        np.save(self.root / files["offsets"], np.asarray(self.offsets, dtype=np.int64))
-        np.save(self.root / files["sep_index"], np.asarray(self.sep_index, dtype=np.uint16))
+        entry: dict[str, Any] = {}
+        sizes: dict[str, int] = {}
+        digests: dict[str, str] = {}
+        for key, array in arrays.items():
+            path = self.root / f"{stem}.{key}.npy"
+            np.save(path, array)
+            entry[key] = path.name
+            sizes[key] = path.stat().st_size
+            digests[key] = sha256_file(path)  # read back from the page cache: cheap
         count = len(self.sep_index)
-        self.shards.append({**files, "num_examples": count, "num_tokens": self.position})
+        self.shards.append({**entry, "num_examples": count, "num_tokens": self.position,
+                            "bytes": sizes, "sha256": digests})
         self.num_examples += count
         self.num_tokens += self.position
         self.position = 0
