@@ -23,7 +23,7 @@ from electra.train.evaluate import evaluate_objective
 from electra.train.loop import pretrain, special_ids_for
 from electra.train.metrics_log import METRICS, is_heldout
 
-# About seven minutes of `tiny-local` pre-training on 2 CPU cores at batch 32 x 128 tokens (3 steps/s).
+# About seven minutes of `tiny-local` pre-training on 2 CPU cores, batch 32 x 128 (3 steps/s).
 DEFAULT_STEPS = 1200
 DEFAULT_BATCH = 32
 SEQ_LEN = 128
