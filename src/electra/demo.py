@@ -67,7 +67,8 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     vocab_dir = out / "vocab"
     if overwrite or not (vocab_dir / "vocab.txt").is_file():
         _stage(f"vocabulary: training {vocab_size} WordPiece tokens")
-        train_vocab(corpus, vocab_size, vocab_dir, overwrite=True)
+        train_vocab(corpus, vocab_size, vocab_dir, overwrite=True,
+                    show_progress=sys.stderr.isatty())
     else:
         _stage(f"vocabulary: reusing {vocab_dir}")
 
