@@ -39,7 +39,7 @@ BASE = {"train.batch_size": 32, "train.learning_rate": 1e-3}
 TINY_LOCAL = {"objective.disc_bias_init": "base-rate", "model.position_bias": "alibi",
               "model.alibi_max_slope": 1.0}
 VARIANTS: dict[str, tuple[dict, str]] = {
-    "electra": ({}, "tiny ELECTRA as the demo runs it (generator 1/2, lr 1e-3)"),
+    "electra": ({}, "tiny ELECTRA as `electra demo --preset tiny` runs it (lr 1e-3)"),
     "unigram-sampler": ({"objective.generator": "unigram"},
                         "no generator: the discriminator trained on unigram fakes directly"),
     "alibi": ({"model.position_bias": "alibi"}, "ALiBi attention bias (a locality prior)"),
