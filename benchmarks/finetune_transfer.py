@@ -6,9 +6,10 @@ Each task is fine-tuned `--seeds` times from each starting point with the recipe
 through the library's `electra.finetune.loop.finetune` (linear head on [CLS], lr 3e-4 with
 layer-wise decay 0.8 (the Small values, which `tiny` uses; `--layerwise-decay 1.0` switches the
 decay off), warm-up 10%, batch 32, 3 epochs or 10 for RTE); the score is the median over
-seeds (dissertation section 5.2.4), with mean and standard deviation beside it. The random baseline is one random initialisation (seed
-`--init-seed`) of the pre-trained model's config, with its tokenizer, so only the weights
-differ; seeds vary the head initialisation, dropout and batch order for both alike.
+seeds (dissertation section 5.2.4), with mean and standard deviation beside it. The random
+baseline is one random initialisation (seed `--init-seed`) of the pre-trained model's config,
+with its tokenizer, so only the weights differ; seeds vary the head initialisation, dropout
+and batch order for both alike.
 
 Prints a JSON object and a markdown table; both are also written to WORK/results.json and
 WORK/results.md, with every fine-tuning run's results.json under WORK/{pretrained,random}/TASK.
