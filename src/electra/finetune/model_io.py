@@ -17,12 +17,11 @@ import torch
 from safetensors.torch import save_file
 
 from electra.errors import ElectraError
+from electra.fileutil import install_dir, temp_dir_beside
 from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
 from electra.model.encoder import Encoder
 from electra.model.hf import (
     _load_strict,
-    atomic_directory,
-    commit_directory,
     encoder_from_hf,
     encoder_to_hf,
     hf_config,
@@ -90,7 +89,7 @@ def load_finetuned(model_dir: str | Path
 def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
                    tokenizer_dir: str | Path, info: dict) -> Path:
     out = Path(out_dir)
-    tmp = atomic_directory(out)
+    tmp = temp_dir_beside(out)
     try:
         cfg = hf_config(model.encoder.config, "ElectraModel")
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
@@ -104,7 +103,7 @@ def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
             if (Path(tokenizer_dir) / name).is_file():
                 shutil.copyfile(Path(tokenizer_dir) / name, tmp / name)
         (tmp / FINETUNE_FILE).write_text(json.dumps(info, indent=2) + "\n")
-        commit_directory(tmp, out)
+        install_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -7,11 +7,9 @@ conversion; import reads local ELECTRA or BERT directories (no hub) into our enc
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -20,6 +18,7 @@ from torch import nn
 
 from electra.config import POSITION_BIASES, ModelConfig
 from electra.errors import ElectraError
+from electra.fileutil import install_dir, temp_dir_beside
 from electra.model.encoder import Discriminator, Encoder, Generator
 
 # Our per-layer module names -> Hugging Face's (BERT/ELECTRA) names. `attention.qkv` is our
@@ -137,23 +136,6 @@ def to_hf_state_dict(model: Discriminator | Generator) -> dict[str, torch.Tensor
     return {k: v.detach().to("cpu", torch.float32).contiguous().clone() for k, v in state.items()}
 
 
-def atomic_directory(final: Path):
-    """A temporary directory beside `final`; call `commit(tmp)` to move it into place."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-
-
-def commit_directory(tmp: Path, final: Path) -> None:
-    """Replace `final` by `tmp`. The old directory is moved aside first, then removed."""
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
-        os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-
-
 def write_model_dir(out_dir: str | Path, config: dict, state: dict[str, torch.Tensor],
                     tokenizer_dir: str | Path | None = None) -> Path:
     """config.json + model.safetensors (+ tokenizer files), written atomically: a crash never
@@ -161,13 +143,13 @@ def write_model_dir(out_dir: str | Path, config: dict, state: dict[str, torch.Te
     from electra.tokenizer import copy_tokenizer_files
 
     out = Path(out_dir)
-    tmp = atomic_directory(out)
+    tmp = temp_dir_beside(out)
     try:
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if tokenizer_dir is not None:
             copy_tokenizer_files(tokenizer_dir, tmp)
-        commit_directory(tmp, out)
+        install_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
