@@ -13,6 +13,10 @@ and batch order for both alike.
 
 Prints a JSON object and a markdown table; both are also written to WORK/results.json and
 WORK/results.md, with every fine-tuning run's results.json under WORK/{pretrained,random}/TASK.
+Each run is cached: WORK/START/TASK/job.json records the starting weights' SHA-256 and the
+settings, and a run whose record matches is not trained again. So an interrupted benchmark
+resumes, and a second pre-trained model compared in the same WORK reuses the random baseline
+(same architecture, tokenizer and `--init-seed` give the same random weights).
 
     python benchmarks/finetune_transfer.py --model runs/demo/pretrain/final/discriminator
     python benchmarks/finetune_transfer.py            # runs `electra demo` into WORK/demo first
@@ -22,6 +26,7 @@ WORK/results.md, with every fine-tuning run's results.json under WORK/{pretraine
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import statistics
@@ -33,6 +38,7 @@ from pathlib import Path
 import torch
 
 from electra.errors import ElectraError
+from electra.fileutil import sha256_file, write_atomic
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
 from electra.finetune.model_io import check_model_dir
 from electra.model.encoder import Discriminator, init_weights
@@ -95,11 +101,37 @@ def _set_threads(n: int) -> None:
 
 def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
                   settings: FinetuneSettings, progress: bool) -> tuple[dict, float]:
+    record = job_record(model_dir, task, glue, settings)
+    cached = cached_result(out, record)
+    if cached is not None:
+        print(f"==> {task}: {out.parent.name}: cached in {out}", file=sys.stderr, flush=True)
+        return cached
     print(f"==> {task}: {out.parent.name} ({settings.seeds} seed(s))", file=sys.stderr,
           flush=True)
     start = time.perf_counter()
     res = finetune(model_dir, task, glue, out, settings, show_progress=progress)
-    return res, round(time.perf_counter() - start, 1)
+    seconds = round(time.perf_counter() - start, 1)
+    write_atomic(out / "job.json", json.dumps({**record, "seconds": seconds}, indent=2) + "\n")
+    return res, seconds
+
+
+def job_record(model_dir: Path, task: str, glue: Path, settings: FinetuneSettings) -> dict:
+    """What a cached fine-tuning run must match: the starting weights, vocabulary and
+    config by content (not path), the task and every setting."""
+    files = ("model.safetensors", "config.json", "vocab.txt")
+    return {"task": task, "data": str(glue), "settings": dataclasses.asdict(settings),
+            "sha256": {f: sha256_file(model_dir / f) for f in files
+                       if (model_dir / f).is_file()}}
+
+
+def cached_result(out: Path, record: dict) -> dict | None:
+    job, results = out / "job.json", out / "results.json"
+    if not (job.is_file() and results.is_file()):
+        return None
+    stored = json.loads(job.read_text())
+    if {k: v for k, v in stored.items() if k != "seconds"} != record:
+        return None
+    return json.loads(results.read_text()), stored.get("seconds", 0.0)
 
 
 def train_cap(args: argparse.Namespace, task: str) -> int | None:

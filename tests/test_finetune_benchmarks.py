@@ -61,9 +61,10 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
                                        capsys: pytest.CaptureFixture) -> None:
     bench = _load("finetune_transfer")
     glue = _mini_glue(tmp_path / "glue", ("RTE", "CoLA"), 40, 24)
-    res = bench.main(["--model", str(tiny_model), "--work", str(tmp_path / "work"), "--glue",
-                      str(glue), "--tasks", "RTE,CoLA", "--seeds", "2", "--epochs", "1",
-                      "--jobs", "1", "--layerwise-decay", "1.0"])
+    args = ["--model", str(tiny_model), "--work", str(tmp_path / "work"), "--glue", str(glue),
+            "--tasks", "RTE,CoLA", "--seeds", "2", "--epochs", "1", "--jobs", "1",
+            "--layerwise-decay", "1.0"]
+    res = bench.main(args)
     assert list(res["tasks"]) == ["RTE", "CoLA"]
     for task, metric in (("RTE", "accuracy"), ("CoLA", "mcc")):
         row = res["tasks"][task]
@@ -81,6 +82,21 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
     assert f"| RTE | accuracy | {100 * rte['pretrained']['median']:.1f} |" in table
     assert table in capsys.readouterr().out
     assert json.loads((tmp_path / "work" / "results.json").read_text()) == res
+
+    # Cached per run: the same call trains nothing again; another pre-trained model in the
+    # same WORK retrains only its own runs and reuses the random baseline.
+    def stamps() -> dict:
+        return {(s, t): Path(res["runs"][s][t]["results"]).stat().st_mtime_ns
+                for s in ("pretrained", "random") for t in ("RTE", "CoLA")}
+    before = stamps()
+    again = bench.main(args)
+    assert stamps() == before and again["tasks"] == res["tasks"]
+    other = bench.random_init(tiny_model, tmp_path / "other", seed=7)
+    third = bench.main([*args[:1], str(other), *args[2:]])
+    after = stamps()
+    assert all(after[("random", t)] == before[("random", t)] for t in ("RTE", "CoLA"))
+    assert all(after[("pretrained", t)] != before[("pretrained", t)] for t in ("RTE", "CoLA"))
+    assert third["tasks"]["RTE"]["random"] == res["tasks"]["RTE"]["random"]
 
 
 @pytest.mark.slow
