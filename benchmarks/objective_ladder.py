@@ -24,6 +24,15 @@ script, 8 pre-trainings and 81 fine-tunings, fits in 2 hours on a 2-core CPU: me
 
     python benchmarks/objective_ladder.py --electra-steps 20 --max-train-examples 64 \\
         --seeds 1 --tasks RTE --work /tmp/ladder_smoke          # a smoke test (minutes)
+
+With the recipe that makes a tiny discriminator learn context (README, "What makes it learn"),
+in a WORK of its own, at the budget where its transfer showed (9,000 steps: about an hour per
+model on 2 CPU cores, far less on a GPU):
+
+    python benchmarks/objective_ladder.py --preset tiny-local --layerwise-decay 1.0 \\
+        --electra-steps 9000 --work runs/ladder_tiny_local
+
+WORK/curves.png then overlays the runs' held-out curves against training FLOPs.
 """
 
 from __future__ import annotations
@@ -46,7 +55,9 @@ from equal_budget import (
 )
 from finetune_transfer import random_init
 
+from electra.errors import ElectraError
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.plot import plot
 from electra.tasks import get_task
 
 LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
@@ -74,7 +85,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="train on the first K examples of each task (default: all)")
     p.add_argument("--max-train-examples-sst2", type=int, default=8000,
                    help="cap for SST-2 alone (67k examples; 0 for all)")
-    p.add_argument("--lr", type=float, help="pre-training peak learning rate (default: tiny's)")
+    p.add_argument("--preset", default="tiny", choices=["tiny", "tiny-local"],
+                   help="model and recipe of every run (default tiny, the recorded run; use a "
+                   "separate --work per preset: runs are cached by name)")
+    p.add_argument("--lr", type=float, help="pre-training peak learning rate (default: the "
+                   "preset's)")
+    p.add_argument("--layerwise-decay", type=float, help="fine-tuning layer-wise lr decay "
+                   "(default 0.8, Table 5.2's Small value; 1.0 switches it off)")
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -94,6 +111,7 @@ def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
             if task_name == "SST-2" and args.max_train_examples_sst2:
                 cap = min(cap or args.max_train_examples_sst2, args.max_train_examples_sst2)
             settings = FinetuneSettings(seeds=args.seeds, max_train_examples=cap,
+                                        layerwise_decay=args.layerwise_decay,
                                         bf16=args.bf16, device=args.device)
             log(f"fine-tuning {name} on {task_name} ({args.seeds} seeds)")
             finetune(model_dir, task_name, args.glue / task_name, out, settings,
@@ -110,7 +128,7 @@ def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
 def one_model(name: str, objective: str, multiplier: float, budget: float, data: Path,
               vocab_size: int, args) -> dict:
     steps = steps_for_budget(budget, objective, vocab_size, multiplier)
-    cfg = run_config(objective, steps, multiplier, args.lr, args.bf16)
+    cfg = run_config(objective, steps, multiplier, args.lr, args.bf16, args.preset)
     summary = pretrain_run(args.work, name, cfg, data, args.device, args.progress)
     encoder_dir = Path(next(iter(summary["final"].values())))  # first export = the encoder
     return {"objective": objective, "generator_multiplier": multiplier, "steps": steps,
@@ -189,6 +207,13 @@ def main(argv: list[str] | None = None) -> None:
           table(sweep, "generator size", lambda r: f"{r['generator_multiplier']:g}"),
           "", time_line(ladder + sweep)]
     markdown = "\n".join(md) + "\n"
+    runs = sorted({r["encoder_dir"] for r in ladder + sweep if "encoder_dir" in r})
+    if runs:  # RUN/final/<module> -> RUN, whose metrics.jsonl holds the held-out curves
+        try:
+            report["curves"] = plot([Path(r).parents[1] for r in runs],
+                                    args.work / "curves.png", x="flops")["out"]
+        except ElectraError as e:  # matplotlib missing: the tables still stand
+            log(f"no curves: {e}")
     (args.work / "results.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.work / "results.md").write_text(markdown)
     print(json.dumps(report))

@@ -29,3 +29,11 @@ def test_cheaper_objectives_train_longer():
              for o in ("electra", "mlm", "all-tokens-mlm")}
     assert steps["electra"] == 1000
     assert steps["mlm"] > 1000 > steps["all-tokens-mlm"]
+
+
+@pytest.mark.parametrize("objective", ["electra", "mlm", "electra-15", "replace-mlm"])
+def test_tiny_local_configs_validate_for_every_ladder_objective(objective):
+    cfg = equal_budget.run_config(objective, 10, preset="tiny-local")
+    cfg.validate()
+    assert cfg.model.position_bias == "alibi"
+    assert cfg.objective.disc_bias_init == ("base-rate" if objective == "electra" else "zero")
