@@ -30,7 +30,7 @@ from torch import nn
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import Discriminator, additive_bias, init_weights
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import gumbel_sample, select_positions
@@ -83,9 +83,10 @@ def restrict_attention(encoder, window: int) -> None:
         pos = torch.arange(x.shape[1])
         far = (pos[None, :] - pos[:, None]).abs() > window
         local = torch.zeros(far.shape, dtype=x.dtype).masked_fill_(far, torch.finfo(x.dtype).min)
-        bias = plain_bias(attention_mask, x)
-        return local[None, None] if bias is None else (bias + local).clamp_(
-            min=torch.finfo(x.dtype).min)
+        bias = plain_bias(attention_mask, x)  # None, a boolean key mask or additive
+        if bias is None:
+            return local[None, None]
+        return (additive_bias(bias, x.dtype) + local).clamp_(min=torch.finfo(x.dtype).min)
 
     encoder.attention_bias = local_bias
 

@@ -15,9 +15,16 @@ subprocesses with and without them. Prints one JSON object.
 
     python benchmarks/pretrain_throughput.py            # default, ~8-9 min on 2 CPU cores
     python benchmarks/pretrain_throughput.py --quick    # smoke run, tiny sizes
+    python benchmarks/pretrain_throughput.py --device cuda --presets small,base --seq-len 128,512
 
 On a CPU without native bf16 (AVX2 only) the bf16 modes and the fp32/bf16 accuracy check are
 skipped, and the JSON says why under "skipped" (ELECTRA_ALLOW_SLOW_BF16=1 runs them anyway).
+
+With `--device cuda` (bf16 autocast by default) each preset and length is timed side by side,
+one after the other on the same GPU (so each side's peak memory is its own): tokens/s,
+sequences/s, model FLOPs utilisation (training FLOPs of `electra.flops` per second over
+`--peak-tflops`, default 989: an H100 SXM's dense bf16 peak) and peak memory; the reference
+when `transformers` is installed, our step under torch.compile with `--compile`.
 """
 
 from __future__ import annotations
@@ -41,23 +48,32 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
-from electra.device import ALLOW_SLOW_BF16, slow_bf16_reason
-from electra.model.encoder import resolve_attention_impl
-from electra.objectives import build_objective, metrics_from_counts
+from electra.device import ALLOW_SLOW_BF16, slow_bf16_reason, to_device
+from electra.model.encoder import (
+    compile_layers,
+    has_padding,
+    known_padding,
+    resolve_attention_impl,
+)
+from electra.objectives import build_objective, metrics_from_counts, objective_step_flops
 from electra.objectives.electra import ElectraObjective
 from electra.objectives.masking import SpecialIds
+from electra.train.optim import adamw_impl
 from electra.train.speed import configure_process_for_speed
 
 SPECIAL = SpecialIds()
 Batch = dict[str, torch.Tensor]
 NOISY = 1.15  # a side whose median step exceeds its fastest by this factor was disturbed
+H100_BF16_DENSE_TFLOPS = 989.0  # H100 SXM, bf16 tensor cores without sparsity
+CUDA_TOKENS_PER_STEP = 16384  # default CUDA batch: 128 x 128, 32 x 512
 
 
 # ----------------------------------------------------------------------------- data
-def make_batches(n: int, batch_size: int, seq_len: int, vocab_size: int, seed: int) -> list[Batch]:
+def make_batches(n: int, batch_size: int, seq_len: int, vocab_size: int, seed: int,
+                 padded: bool = True) -> list[Batch]:
     """Sentence pairs `[CLS] A [SEP] B [SEP]` of Zipf-distributed tokens with bigram structure
     (half the tokens follow a fixed successor of the previous one, so context is learnable);
-    one row in eight is shorter and padded."""
+    one row in eight is shorter and padded (none with `padded=False`)."""
     g = torch.Generator().manual_seed(seed)
     first = max(SPECIAL.__dict__.values()) + 1
     ranks = torch.arange(1, vocab_size - first + 1, dtype=torch.float64)
@@ -76,8 +92,8 @@ def make_batches(n: int, batch_size: int, seq_len: int, vocab_size: int, seed: i
         token_type_ids = torch.zeros_like(input_ids)
         attention_mask = torch.zeros_like(input_ids)
         for i in range(batch_size):
-            length = seq_len if i % 8 else int(torch.randint(seq_len // 4, seq_len, (1,),
-                                                             generator=g))
+            length = seq_len if i % 8 or not padded else int(
+                torch.randint(seq_len // 4, seq_len, (1,), generator=g))
             split = max(2, int(length * float(torch.rand(1, generator=g)) * 0.5 + length * 0.25))
             input_ids[i, :length] = tokens[i, :length]
             input_ids[i, 0] = SPECIAL.cls
@@ -125,9 +141,12 @@ class ReferenceElectra(nn.Module):
         token_type_ids = batch["token_type_ids"]
         special = ((input_ids == SPECIAL.cls) | (input_ids == SPECIAL.sep)
                    | (input_ids == SPECIAL.pad))
-        probs = torch.full(input_ids.shape, self.mask_prob).masked_fill(special, 0.0)
+        device = input_ids.device
+        probs = torch.full(input_ids.shape, self.mask_prob, device=device).masked_fill(special,
+                                                                                       0.0)
         masked = torch.bernoulli(probs).bool()
-        to_mask = masked & torch.bernoulli(torch.full(input_ids.shape, self.mask_token_prob)).bool()
+        to_mask = masked & torch.bernoulli(torch.full(input_ids.shape, self.mask_token_prob,
+                                                      device=device)).bool()
         gen_input = input_ids.masked_fill(to_mask, SPECIAL.mask)
         labels = input_ids.masked_fill(~masked, -100)
         gen = self.generator(input_ids=gen_input, attention_mask=attention_mask,
@@ -143,8 +162,9 @@ class ReferenceElectra(nn.Module):
 
 
 # ---------------------------------------------------------------------------- steps
-def configs(seq_len: int, vocab_size: int) -> tuple[PretrainConfig, ModelConfig]:
-    cfg = PretrainConfig.from_preset("small")
+def configs(seq_len: int, vocab_size: int, preset: str = "small"
+            ) -> tuple[PretrainConfig, ModelConfig]:
+    cfg = PretrainConfig.from_preset(preset)
     cfg.model.vocab_size = vocab_size
     cfg.model.max_position_embeddings = max(cfg.model.max_position_embeddings, seq_len)
     cfg.validate()
@@ -160,15 +180,21 @@ def build(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, seed: int) -> nn
                             obj.disc_weight)
 
 
-def make_step(model: nn.Module, side: str, bf16: bool, lr: float = 5e-4
-              ) -> Callable[[Batch], dict]:
-    """One optimiser step; returns the objective's output (ours) for metrics."""
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, eps=1e-6)
+def make_step(model: nn.Module, side: str, bf16: bool, lr: float = 5e-4,
+              device: torch.device | None = None) -> Callable[[Batch], dict]:
+    """One optimiser step on a host batch, as the training loop takes it (copied to `device`,
+    pinned on CUDA; for ours, padding decided on the host); returns the objective's output
+    (ours) for metrics. On CUDA both sides get fused AdamW (`adamw_impl`)."""
+    device = device or torch.device("cpu")
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, eps=1e-6, **adamw_impl(params))
     model.train()
 
     def step(batch: Batch) -> dict:
-        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext()
-        with ctx:
+        padded = has_padding(batch["attention_mask"]) if side == "ours" else None
+        batch = to_device(batch, device)
+        ctx = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+        with ctx, known_padding(padded):
             out = model(batch)
         loss = out.loss if side == "ours" else out
         loss.backward()
@@ -333,6 +359,101 @@ def accuracy_check(cfg: PretrainConfig, gen_cfg: ModelConfig, train: list[Batch]
     return result
 
 
+# ----------------------------------------------------------------------------- CUDA
+def device_side(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, batches: list[Batch],
+                args: argparse.Namespace, bf16: bool, step_flops: float,
+                device: torch.device) -> dict:
+    """One side alone on the GPU: `args.warmup` untimed steps (compilation included), then
+    `args.rounds` timed ones, each between two synchronisations (our loop syncs once per step
+    too). Peak memory counts from this side's model construction on. (`device` is CUDA but
+    for tests of this code on CPU.)"""
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    model = build("ref" if side == "ref" else "ours", cfg, gen_cfg, seed=0).to(device)
+    if side == "ours_compiled":
+        compile_layers(model)
+    step = make_step(model, "ref" if side == "ref" else "ours", bf16, device=device)
+    times = []
+    for r in range(args.warmup + args.rounds):
+        sync()
+        start = time.perf_counter()
+        step(batches[r % len(batches)])
+        sync()
+        if r >= args.warmup:
+            times.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    del step, model
+    med = statistics.median(times)
+    batch_size, seq_len = batches[0]["input_ids"].shape
+    mfu = step_flops / med / (args.peak_tflops * 1e12)
+    return {"tokens_per_s": round(batch_size * seq_len / med, 1),
+            "sequences_per_s": round(batch_size / med, 2),
+            "mfu": float(f"{mfu:.4g}"), "mfu_backward_2x": float(f"{1.5 * mfu:.4g}"),
+            "peak_memory_gib": None if peak is None else round(peak / 2**30, 3),
+            "step_s": {"median": round(med, 5), "min": round(min(times), 5),
+                       "all": [round(t, 5) for t in times]}}
+
+
+def device_report(args: argparse.Namespace, presets: list[str], seq_lens: list[int],
+                  modes: list[str], device: torch.device) -> dict:
+    """Every preset x length x mode: ours, the reference (if transformers is installed) and,
+    with --compile, ours under torch.compile."""
+    try:
+        import transformers
+        ref_version, ref_skipped = transformers.__version__, None
+    except ImportError:
+        ref_version, ref_skipped = None, "transformers is not installed"
+    sides = ["ours"] + (["ours_compiled"] if args.compile else []) + (
+        [] if ref_skipped else ["ref"])
+    report: dict = {
+        "benchmark": "pretrain_throughput", "device": device.type,
+        "env": {"torch": torch.__version__, "transformers": ref_version,
+                "cuda": torch.version.cuda, "python": platform.python_version(),
+                "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None},
+        "settings": {
+            "sides": sides, "rounds": args.rounds, "warmup": args.warmup,
+            "padding": ("one row in eight shorter and padded (boolean key mask)" if
+                        not args.no_padding else "none (no mask: flash attention may run)"),
+            "peak_tflops": args.peak_tflops,
+            "peak_tflops_is": ("the default, an H100 SXM's dense bf16 peak (989); pass "
+                               "--peak-tflops for another GPU or fp32"
+                               if args.peak_tflops == H100_BF16_DENSE_TFLOPS else "as given"),
+            "mfu": ("training FLOPs per step from electra.flops (the dissertation's rules: "
+                    "backward = forward, generator output only at masked positions) / step "
+                    "time / peak; mfu_backward_2x charges the backward twice the forward, the "
+                    "usual MFU convention (6N per token). The same model FLOPs for both sides: "
+                    "the reference computes more (logits at every position) for the same step"),
+            "step": "host batch -> device (pinned, non-blocking) + forward + backward + "
+                    "AdamW (fused on CUDA, both sides)",
+        },
+        "runs": [],
+    }
+    if ref_skipped:
+        report["skipped"] = {"ref": ref_skipped}
+    for preset in presets:
+        for seq_len in seq_lens:
+            batch_size = args.batch_size or max(1, CUDA_TOKENS_PER_STEP // seq_len)
+            cfg, gen_cfg = configs(seq_len, args.vocab_size, preset)
+            batches = make_batches(4, batch_size, seq_len, args.vocab_size, seed=1,
+                                   padded=not args.no_padding)
+            step_flops = sum(objective_step_flops(cfg.model, cfg.objective, batch_size,
+                                                  seq_len).values())
+            for mode in modes:
+                run: dict = {"preset": preset, "seq_len": seq_len, "batch_size": batch_size,
+                             "mode": mode, "step_flops": step_flops}
+                for side in sides:
+                    run[side] = device_side(side, cfg, gen_cfg, batches, args, mode == "bf16",
+                                            step_flops, device)
+                if "ref" in run:
+                    run["ours_over_ref"] = round(run["ours"]["tokens_per_s"]
+                                                 / run["ref"]["tokens_per_s"], 3)
+                report["runs"].append(run)
+    return report
+
+
 # ----------------------------------------------------------------------------- main
 def cpu_name() -> str:
     try:
@@ -366,12 +487,23 @@ def runnable_modes(modes: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--batch-size", type=int,
+                    help=f"default: 32 on CPU, {CUDA_TOKENS_PER_STEP} tokens / length on CUDA")
+    ap.add_argument("--seq-len", default="128",
+                    help="sequence length; on CUDA a comma-separated list (e.g. 128,512)")
+    ap.add_argument("--presets", default="small,base", help="CUDA only: model presets")
     ap.add_argument("--vocab-size", type=int, default=30522)
     ap.add_argument("--rounds", type=int, default=10, help="timed rounds per mode")
     ap.add_argument("--warmup", type=int, default=2, help="untimed rounds per mode")
-    ap.add_argument("--modes", default="fp32,bf16")
+    ap.add_argument("--modes", help="fp32 and/or bf16 (default: fp32,bf16 on CPU, bf16 on "
+                    "CUDA)")
+    ap.add_argument("--peak-tflops", type=float, default=H100_BF16_DENSE_TFLOPS,
+                    help="CUDA: the GPU's peak for MFU (default: H100 SXM dense bf16)")
+    ap.add_argument("--compile", action="store_true",
+                    help="CUDA: also time our step with torch.compile'd layers")
+    ap.add_argument("--no-padding", action="store_true",
+                    help="CUDA: no padded rows (no attention mask: the flash kernel may run)")
     ap.add_argument("--accuracy-steps", type=int, default=20)
     ap.add_argument("--settings-rounds", type=int, default=4,
                     help="timed steps per subprocess when measuring the process settings")
@@ -383,6 +515,29 @@ def main() -> None:
     ap.add_argument("--_mode", default="fp32", help=argparse.SUPPRESS)
     ap.add_argument("--_settings", choices=("on", "off"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    try:
+        seq_lens = [int(x) for x in args.seq_len.split(",") if x]
+    except ValueError:
+        ap.error(f"--seq-len takes integers, got {args.seq_len!r}")
+    if not seq_lens or min(seq_lens) < 4:
+        ap.error(f"--seq-len must be at least 4, got {args.seq_len!r}")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            ap.error("--device cuda: CUDA is not available here")
+        modes = [m for m in (args.modes or "bf16").split(",") if m]
+        if not modes or not set(modes) <= {"fp32", "bf16"} or args.rounds < 1 or args.warmup < 0:
+            ap.error("--modes takes fp32 and/or bf16, --rounds >= 1, --warmup >= 0")
+        started = time.perf_counter()
+        report = device_report(args, [p for p in args.presets.split(",") if p], seq_lens,
+                               modes, torch.device("cuda"))
+        report["wall_s"] = round(time.perf_counter() - started, 1)
+        print(to_json(report))
+        return
+    if len(seq_lens) != 1:
+        ap.error("--seq-len: one length on CPU (a list is for --device cuda)")
+    args.seq_len = seq_lens[0]
+    args.batch_size = args.batch_size or 32
+    args.modes = args.modes or "fp32,bf16"
     if args._solo:
         print(json.dumps(solo(args._solo, args._mode, args._settings == "on", args.batch_size,
                               args.seq_len, args.vocab_size, args.rounds, args.warmup)))

@@ -149,3 +149,26 @@ def test_throughput_benchmark_rejects_zero_repeats(flag):
     assert proc.returncode == 2
     assert f"{flag} must be at least 1, got 0" in proc.stderr
     assert not proc.stdout.strip() or json.loads(proc.stdout) is None
+
+
+def test_throughput_benchmark_device_report_runs_on_cpu():
+    """The --device cuda report's code, run on CPU at the smallest sizes (no GPU here): every
+    side, the step FLOPs of electra.flops and no memory figure off CUDA. Nothing is timed."""
+    import argparse
+
+    from electra.config import PretrainConfig
+    from electra.objectives import objective_step_flops
+
+    bench = _throughput_module()
+    args = argparse.Namespace(batch_size=2, vocab_size=300, rounds=1, warmup=0, compile=False,
+                              no_padding=False, peak_tflops=bench.H100_BF16_DENSE_TFLOPS)
+    report = bench.device_report(args, ["tiny"], [16], ["fp32"], torch.device("cpu"))
+    (run,) = report["runs"]
+    cfg = PretrainConfig.from_preset("tiny")
+    cfg.model.vocab_size = 300
+    assert run["step_flops"] == sum(objective_step_flops(cfg.model, cfg.objective, 2,
+                                                         16).values())
+    for side in ("ours", "ref"):
+        assert run[side]["tokens_per_s"] > 0 and run[side]["mfu"] > 0
+        assert run[side]["peak_memory_gib"] is None
+    assert "989" in report["settings"]["peak_tflops_is"]

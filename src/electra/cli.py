@@ -126,6 +126,9 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
                    "gradient is NaN/inf (no update; the schedule advances; counted as "
                    "skipped_nonfinite in the metrics) instead of stopping with an error")
+    p.add_argument("--compile", action="store_true", help="torch.compile the Transformer "
+                   "layers (train.compile; opt-in: compiling takes minutes, and needs a C++ "
+                   "compiler on CPU)")
     p.add_argument("--log-every", type=int)
     p.add_argument("--eval-every", type=int,
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
@@ -157,6 +160,8 @@ def build_pretrain_config(args):
         cfg.train.bf16 = True
     if args.skip_nonfinite:
         cfg.train.skip_nonfinite = True
+    if args.compile:
+        cfg.train.compile = True
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:

@@ -273,6 +273,9 @@ class TrainConfig:
     # (nothing applied, no checkpoint from it); True skips its update (the schedule advances)
     # and counts it as `skipped_nonfinite` in the metrics.
     skip_nonfinite: bool = False
+    # torch.compile every Transformer layer (opt-in: compiling takes minutes, needs a C++
+    # compiler on CPU, and was not yet measured on a GPU; see README: Speed).
+    compile: bool = False
     log_every: int = 10
     save_every: int = 500
     # Held-out probes (electra.train.heldout) every `eval_every` steps and before the first:

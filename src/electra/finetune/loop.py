@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from electra.device import resolve_device
+from electra.device import resolve_device, to_device
 from electra.errors import ElectraError, Preempted
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
@@ -129,12 +129,6 @@ def head_outputs(model: FinetuneModel, task: Task, features: list[dict], tokeniz
         for row, i in zip(rows, idx, strict=True):
             outputs[i] = row
     return outputs
-
-
-def to_device(batch: dict, device: torch.device) -> dict:
-    """A (possibly nested, for multi-task batches) dict of tensors on `device`."""
-    return {k: to_device(v, device) if isinstance(v, dict) else v.to(device)
-            for k, v in batch.items()}
 
 
 def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir: Path,

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError
+from electra.train.optim import adamw_impl
 
 LR_DECAY_STYLES = ("dissertation", "official")
 
@@ -68,7 +69,8 @@ def build_optimizer(model: nn.Module, lr: float, decay: float, num_layers: int, 
     for g in groups:
         g.pop("names")
     opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps,
-                            weight_decay=weight_decay)
+                            weight_decay=weight_decay,
+                            **adamw_impl([p for g in groups for p in g["params"]]))
     warmup = int(round(warmup_fraction * total_steps))
 
     def scale(step: int) -> float:

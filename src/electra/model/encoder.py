@@ -8,7 +8,9 @@ is a rename of the attention/FFN weights only (see `electra.model.hf`).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -102,13 +104,15 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         p = self.dropout_p if self.training else 0.0
         if resolve_attention_impl(self.impl, x, p) == "sdpa":
+            # None, a boolean key mask or an additive bias: SDPA takes each as it is, and with
+            # None it may run flash attention (on CUDA).
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
         else:
             # Scaling q (S x D) is cheaper than scaling the scores (S x S), and exact for the
             # usual power-of-4 head sizes.
             scores = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))
             if bias is not None:
-                scores = scores + bias
+                scores = scores + additive_bias(bias, x.dtype)
             probs = dropout(scores.softmax(dim=-1), p, self.training)
             ctx = torch.matmul(probs, v)
         return ctx.transpose(1, 2).reshape(b, s, h)
@@ -162,13 +166,15 @@ class Encoder(nn.Module):
 
     def attention_bias(self, attention_mask: torch.Tensor | None, x: torch.Tensor
                        ) -> torch.Tensor | None:
-        """The additive attention bias every layer gets: padding, plus ALiBi if configured."""
+        """What every layer's attention gets: None when nothing is padded and there is no
+        ALiBi (so SDPA may pick flash attention), a boolean [B, 1, 1, S] key mask for padding
+        alone, and an additive float bias (padding + ALiBi) with ALiBi."""
+        if self.config.position_bias != "alibi":
+            return padding_mask(attention_mask)
         bias = attention_bias(attention_mask, x.dtype)
-        if self.config.position_bias == "alibi":
-            alibi = alibi_bias(self.config.num_attention_heads, x.shape[1], x.dtype, x.device,
-                               self.config.alibi_max_slope)
-            bias = alibi if bias is None else bias + alibi
-        return bias
+        alibi = alibi_bias(self.config.num_attention_heads, x.shape[1], x.dtype, x.device,
+                           self.config.alibi_max_slope)
+        return alibi if bias is None else bias + alibi
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -179,13 +185,59 @@ class Encoder(nn.Module):
         return x
 
 
+# Whether the batch now running has padding, when the caller knows it without asking the device
+# (see `known_padding`); None: ask the attention mask.
+_KNOWN_PADDING: bool | None = None
+
+
+@contextlib.contextmanager
+def known_padding(padded: bool | None) -> Iterator[None]:
+    """Within this block, every encoder takes `padded` as the answer to "is any position of
+    the batch padded?" instead of computing `attention_mask.all()`. On CUDA that reduction is
+    a host sync per encoder call (a stall that empties the GPU's queue, and a graph break under
+    torch.compile); the training loop decides on the host batch before copying it to the
+    device, where the answer is free. None: no hint (ask the mask)."""
+    global _KNOWN_PADDING
+    previous, _KNOWN_PADDING = _KNOWN_PADDING, padded
+    try:
+        yield
+    finally:
+        _KNOWN_PADDING = previous
+
+
+def has_padding(attention_mask: torch.Tensor | None) -> bool:
+    """Whether any position is padded: the `known_padding` hint, else the mask itself."""
+    if attention_mask is None:
+        return False
+    if _KNOWN_PADDING is not None:
+        return _KNOWN_PADDING
+    return not bool(attention_mask.all())
+
+
+def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Boolean [B, 1, 1, S] mask of the keys to attend to (True: a real token); None when
+    nothing is padded. SDPA takes it directly (a memory-efficient kernel can run with it; an
+    additive float bias of the same meaning would be read as a general bias)."""
+    if not has_padding(attention_mask):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+def additive_bias(bias: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean key mask as the additive bias of the same meaning (0 or finfo(dtype).min); an
+    additive bias as it is. The eager kernel converts with its input's dtype, which on CPU is
+    the residual stream's, the dtype the encoder built this bias with before masks were
+    boolean, so eager results (and their bf16 type promotion) are unchanged."""
+    if bias.dtype != torch.bool:
+        return bias
+    return torch.zeros(bias.shape, dtype=dtype, device=bias.device).masked_fill_(
+        ~bias, torch.finfo(dtype).min)
+
+
 def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     """Additive [B, 1, 1, S] bias hiding padding keys; None when nothing is padded (faster)."""
-    if attention_mask is None or bool(attention_mask.all()):
-        return None
-    bias = torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device)
-    bias.masked_fill_(attention_mask == 0, torch.finfo(dtype).min)
-    return bias[:, None, None, :]
+    mask = padding_mask(attention_mask)
+    return None if mask is None else additive_bias(mask, dtype)
 
 
 def alibi_slopes(num_heads: int, max_slope: float | None = None) -> torch.Tensor:
@@ -272,6 +324,20 @@ class Generator(nn.Module):
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
         return self.generator_predictions(
             hidden, self.electra.embeddings.word_embeddings.weight, self.output_bias)
+
+
+def compile_layers(module: nn.Module) -> int:
+    """torch.compile every Transformer layer under `module`, in place; returns how many.
+
+    Layers rather than the whole objective: a layer has static shapes ([B, S, H] in and out),
+    while the objectives gather a data-dependent number of masked positions, which would
+    break the graph or recompile. Every objective's encoders (TEAMS' extra layer and the
+    two-tower generator included) are built from these layers, and `Module.compile` keeps the
+    parameter names, so checkpoints and exports are unchanged."""
+    layers = [m for m in module.modules() if isinstance(m, TransformerLayer)]
+    for layer in layers:
+        layer.compile()
+    return len(layers)
 
 
 @torch.no_grad()

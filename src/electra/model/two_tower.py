@@ -27,7 +27,7 @@ from torch import nn
 from electra import flops
 from electra.config import ModelConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Embeddings, GeneratorHead, TransformerLayer
+from electra.model.encoder import Embeddings, GeneratorHead, TransformerLayer, has_padding
 from electra.model.hf import read_config_json, write_model_dir
 
 ARCHITECTURE = "ElectraTwoTowerCloze"
@@ -42,7 +42,7 @@ def causal_bias(attention_mask: torch.Tensor | None, batch: int, seq_len: int,
     idx = torch.arange(seq_len, device=device)
     allowed = idx[None, :] >= idx[:, None] if right_to_left else idx[None, :] <= idx[:, None]
     allowed = allowed[None]  # [1, S, S]
-    if attention_mask is not None and not bool(attention_mask.all()):
+    if has_padding(attention_mask):  # the host's answer under `known_padding`: no sync
         keys = attention_mask.bool()[:, None, :]  # [B, 1, S]
         allowed = allowed & (keys | torch.eye(seq_len, dtype=torch.bool, device=device)[None])
     bias = torch.zeros(allowed.shape, dtype=dtype, device=device)

@@ -40,7 +40,6 @@ from electra.model.encoder import (
     Discriminator,
     Generator,
     TransformerLayer,
-    attention_bias,
     init_weights,
 )
 from electra.objectives.base import ELECTRA_DEFAULTS, Objective, ObjectiveContext, ObjectiveOutput
@@ -180,7 +179,7 @@ class TeamsObjective(Objective):
         layer L-1's output)."""
         enc = self.discriminator.electra
         x = enc.embed(input_ids, token_type_ids)
-        bias = attention_bias(attention_mask, x.dtype)
+        bias = enc.attention_bias(attention_mask, x)  # as Encoder.forward: ALiBi too
         below_top = x
         for i, layer in enumerate(enc.layers):
             if i == len(enc.layers) - 1:

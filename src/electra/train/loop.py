@@ -20,7 +20,9 @@ from tqdm import tqdm
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
+from electra.device import to_device
 from electra.errors import ElectraError, Preempted
+from electra.model.encoder import compile_layers, has_padding, known_padding
 from electra.model.hf import save_pretrained
 from electra.objectives import (
     ObjectiveContext,
@@ -117,7 +119,9 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
     objective = build_objective(cfg.model, cfg.objective, context=context)
     objective.to(info.device)
-    optimizer = build_optimizer(objective, tc)
+    if tc.compile:
+        compile_layers(objective)
+    optimizer = build_optimizer(objective, tc)  # fused on CUDA (adamw_impl)
     scheduler = build_scheduler(optimizer, tc)
     torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
 
@@ -141,10 +145,13 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
              "vocab_checksum": data.vocab_checksum}, indent=2) + "\n")
 
     # An objective whose phases leave some networks idle (two-stage) asks DDP to allow it.
+    # gradient_as_bucket_view: the gradients are views into DDP's all-reduce buckets, which
+    # saves a gradient-sized copy (memory and time) every step.
     model = (DistributedDataParallel(objective, device_ids=[info.device.index]
                                      if info.device.type == "cuda" else None,
                                      find_unused_parameters=getattr(
-                                         objective, "find_unused_parameters", False))
+                                         objective, "find_unused_parameters", False),
+                                     gradient_as_bucket_view=True)
              if info.enabled else objective)
     step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
                                           data.seq_len).values())
@@ -169,10 +176,14 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
             objective.on_step_start(step, tc.steps)
             step_loss = torch.zeros((), device=info.device)
             for micro in range(tc.grad_accum):
-                batch = {k: v.to(info.device, non_blocking=True)
-                         for k, v in next(batches).items()}
+                host = next(batches)
+                # Padding is decided on the host batch, where it is free: asked of the device
+                # copy it would be a sync per encoder call on CUDA (see `known_padding`).
+                padded = has_padding(host["attention_mask"])
+                batch = to_device(host, info.device)  # pinned + non-blocking on CUDA
                 sync = micro == tc.grad_accum - 1 or not info.enabled
-                with (contextlib.nullcontext() if sync else model.no_sync()), autocast:
+                with (contextlib.nullcontext() if sync else model.no_sync()), autocast, \
+                        known_padding(padded):
                     output = model(batch)
                     (output.loss / tc.grad_accum).backward()
                 step_loss += output.loss.detach().float()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -22,7 +24,17 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": plain, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                             eps=cfg.adam_eps)
+                             eps=cfg.adam_eps, **adamw_impl(decay + plain))
+
+
+def adamw_impl(params: list[nn.Parameter]) -> dict[str, bool]:
+    """`fused=True` when every parameter is on CUDA: one kernel launch per step for all
+    parameters instead of several per parameter group and op. Elsewhere torch's default, so
+    CPU training is unchanged (torch has a fused CPU AdamW too, but it rounds differently)."""
+    fusable = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)
+    if fusable and "fused" in inspect.signature(torch.optim.AdamW).parameters:
+        return {"fused": True}
+    return {}
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int) -> float:
