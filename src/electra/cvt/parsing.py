@@ -3,11 +3,11 @@
 Each word t gets one distribution over its incoming edges (u, t, r), u in {ROOT, 1..T}:
     s(z_u, z_t, r) = ReLU(W_head z_u + b_head)ᵀ (W_r + W) ReLU(W_dep z_t + b_dep)
 with a relation-specific W_r plus a shared W, softmax over all (u, r) jointly. With
-`parser_hidden_layer` (the reference's layout, `BilinearScorer`) a ReLU hidden layer with dropout
-comes first on each side and the projections are scaled. ROOT is a
-learned vector in place of an encoder output (4.3.1: "a fixed vector", i.e. not computed from
-the sentence). Edges from padding and self-loops are masked out. Decoding takes each word's
-best edge (no tree constraint), like the reference implementation.
+`parser_hidden_layer` (the reference's layout, see `BilinearScorer`) a ReLU hidden layer with
+dropout comes first on each side and the projections are scaled. ROOT is a learned vector in
+place of an encoder output (4.3.1: "a fixed vector", i.e. not computed from the sentence).
+Edges from padding and self-loops are masked out. Decoding takes each word's best edge (no
+tree constraint), like the reference implementation.
 
 Auxiliary modules score edges from the first layer's directions only:
 fwd-fwd, fwd-bwd, bwd-fwd, bwd-bwd (head view, dependent view); `full` as for tagging.
