@@ -12,7 +12,13 @@ Variants isolate what an unlabeled update does: `--cvt-weight` scales L_CVT, `--
 scales the lr of unlabeled updates, `--views` keeps only some auxiliary modules, `--unl-groups`
 lets the unlabeled gradient reach only parameters whose names start with one of the prefixes,
 `--noise` replaces the encoder's unlabeled gradient by Gaussian noise of the same norm per
-tensor, `--freeze-encoder` lets it reach the auxiliary modules only.
+tensor, `--freeze-encoder` lets it reach the auxiliary modules only, `--aux-warm N` first
+fits the auxiliary modules alone for N unlabeled updates (in the probe they start random,
+unlike CVT from scratch, where they learn alongside the encoder). `--before` switches off
+the reference details added on 2026-11-24 (TensorFlow initialisation with forget-gate bias 1,
+<start>/<end> tokens and word-boundary characters, row-sparse embedding momentum, the parser's
+hidden layers) and the unlabeled-text clean-up, i.e. the setup the README's probe table
+measured; its warm-up model is cached separately.
 
     OMP_NUM_THREADS=1 python benchmarks/cvt_probe.py --mode cvt --views full
 """
@@ -31,11 +37,19 @@ from electra.cvt.config import make_config
 from electra.cvt.model import CVTModel
 from electra.cvt.run import subset
 from electra.cvt.tasks import CVTTask
-from electra.cvt.train import _labeled_batch, labeled_loss, lr_factor, predict, unlabeled_loss
+from electra.cvt.train import (
+    _labeled_batch,
+    labeled_loss,
+    lr_factor,
+    make_optimizer,
+    predict,
+    unlabeled_loss,
+)
 from electra.cvt.unlabeled import load_sentences
 from electra.cvt.vocab import build_vocab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+BEFORE = ("tf_init", "boundary_tokens", "sparse_embedding_momentum", "parser_hidden_layer")
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt"}
 
 
@@ -56,29 +70,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--unl-groups", default="", help="comma list of parameter-name prefixes")
     p.add_argument("--noise", action="store_true")
     p.add_argument("--freeze-encoder", action="store_true")
+    p.add_argument("--aux-warm", type=int, default=0,
+                   help="unlabeled updates of the auxiliary modules alone (encoder frozen) "
+                   "before the probe, so that its students start fitted rather than random")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
+    p.add_argument("--before", action="store_true",
+                   help="the reference details of 2026-11-24 off (names in BEFORE)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     torch.set_num_threads(1)
+    if a.before:
+        a.set = [f"{k}=false" for k in BEFORE] + a.set
     overrides = {kv.split("=", 1)[0]: json.loads(kv.split("=", 1)[1]) for kv in a.set}
     cfg = make_config("small", overrides)
     task = CVTTask(a.task)
     train = subset(task.read_file(task.find(DATA[a.task], "train")), a.train_sentences)
     dev = task.read_file(task.find(DATA[a.task], "dev"))[: a.dev]
     task.set_labels(train)
-    unl = load_sentences([SHARED / "corpus/nltk/reuters.jsonl.gz"], a.max_unlabeled)
+    unl = load_sentences([SHARED / "corpus/nltk/reuters.jsonl.gz"], a.max_unlabeled,
+                         clean=not a.before)
     vocab = build_vocab([s.words for s in train], unl, cfg.max_vocab)
     torch.manual_seed(a.seed)
     model = CVTModel(cfg, vocab, [task])
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    opt = make_optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(cfg))
     lab = Sampler([len(s.words) for s in train], cfg.batch_size, a.seed)
     uns = Sampler([len(w) for w in unl], cfg.batch_size, a.seed + 1000)
     params = list(model.parameters())
+    frozen = False  # True during --aux-warm
 
     def score() -> float:
         s = task.score(dev, predict(model, task, dev, vocab, 64))
@@ -92,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
             for n, q in model.named_parameters():
                 if q.grad is None:
                     continue
-                if (a.freeze_encoder and n.startswith("encoder")) or (
+                if ((a.freeze_encoder or frozen) and n.startswith("encoder")) or (
                         a.unl_groups and not n.startswith(tuple(a.unl_groups.split(",")))):
                     q.grad = None
                 elif a.noise and n.startswith("encoder"):
@@ -122,8 +145,11 @@ def main(argv: list[str] | None = None) -> None:
         return loss.item()
 
     a.work.mkdir(parents=True, exist_ok=True)
-    key = "_".join([a.task, str(a.train_sentences), str(a.warm), str(a.seed)]
-                   + [kv.replace("=", "") for kv in a.set])
+    # the reference-detail switches are always in the key, so caches written before they
+    # existed (other weights, other shapes) are never loaded
+    switches = "ref" + "".join(str(int(getattr(cfg, k))) for k in BEFORE)
+    key = "_".join([a.task, str(a.train_sentences), str(a.warm), str(a.seed), switches]
+                   + [kv.replace("=", "") for kv in a.set if kv.split("=")[0] not in BEFORE])
     cache = a.work / f"warm_{key}.pt"
     t0 = time.time()
     if cache.exists():
@@ -141,6 +167,10 @@ def main(argv: list[str] | None = None) -> None:
         for view in list(model.heads[a.task].aux.keys()):
             if view not in a.views.split(","):
                 del model.heads[a.task].aux[view]
+    frozen = True
+    for _ in range(a.aux_warm):
+        unlabeled()
+    frozen = False
     print(json.dumps({"step": 0, "warm": a.warm, "score": score(),
                       "seconds": round(time.time() - t0)}), flush=True)
     for i in range(1, a.steps + 1):

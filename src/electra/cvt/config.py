@@ -49,6 +49,24 @@ class CVTConfig:
     # encoder away from the primary module faster than labeled updates refit it (README).
     cvt_weight: float = 1.0
     max_unlabeled_len: int = 100
+    # Reference-code details that the paper does not state (README, deviation table). Each can
+    # be switched off to compare with the earlier behaviour (benchmarks/cvt_probe.py --before).
+    # TensorFlow's initialisers: Glorot-uniform matrices and zero biases (tf.get_variable's
+    # and tf.layers' defaults), LSTM forget-gate bias 1.0 (LSTMCell's forget_bias), as in
+    # model/encoder.py, model/model_helpers.py (lstm_cell, project) and tagging_module.py.
+    tf_init: bool = True
+    # <start>/<end> tokens around every sentence and begin/end-of-word marks around every
+    # word's characters (corpus_processing/example.py Example, minibatching._make_minibatch);
+    # the extra positions are excluded from every loss and prediction (mask 0 there).
+    boundary_tokens: bool = True
+    # TensorFlow's MomentumOptimizer applies an embedding's gradient (IndexedSlices) to the
+    # looked-up rows only: other rows keep their value and their momentum.
+    sparse_embedding_momentum: bool = True
+    # The reference parser (depparse_module.PredictionModule) first applies ReLU hidden layers of
+    # `hidden` units with dropout, then the `dep_projection`-size bilinear projections, both
+    # sides divided by a learned scale starting at dep_projection ** 0.25. Off: ReLU layers of
+    # `dep_projection` units straight into the bilinear form, no dropout, no scale.
+    parser_hidden_layer: bool = True
 
     def validate(self) -> None:
         for name in ("word_dim", "char_dim", "char_filters", "max_word_len", "lstm1", "lstm2",

@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from electra.cvt.config import CVTConfig, make_config
-from electra.cvt.encoder import Encoder
+from electra.cvt.encoder import Encoder, tf_init_
 from electra.cvt.parsing import ParsingHead
 from electra.cvt.tagging import TaggingHead
 from electra.cvt.tasks import CVTTask
@@ -30,12 +30,15 @@ class CVTModel(nn.Module):
         heads: dict[str, nn.Module] = {}
         for task in tasks:
             if task.kind == "dep":
-                heads[task.name] = ParsingHead(len(task.labels), d1, full, cfg.dep_projection,
-                                               cfg.full_view_aux)
+                heads[task.name] = ParsingHead(
+                    len(task.labels), d1, full, cfg.dep_projection, cfg.full_view_aux,
+                    hidden=cfg.hidden if cfg.parser_hidden_layer else 0)
             else:
                 heads[task.name] = TaggingHead(len(task.labels), d1, full, cfg.hidden,
                                                cfg.full_view_aux)
         self.heads = nn.ModuleDict(heads)
+        if cfg.tf_init:  # after the heads exist: their layers start as tf.layers.dense does
+            tf_init_(self)
 
     def encode(self, batch: dict[str, torch.Tensor], keep: float):
         return self.encoder(batch["words"], batch["chars"], batch["lengths"], keep=keep)
@@ -65,7 +68,10 @@ def load_model_dir(path: str | Path) -> tuple[CVTModel, Vocab, list[CVTTask]]:
     if config.get("model_type") != "electra-cvt":
         raise ElectraError(f"{path}: not a CVT model directory (model_type "
                            f"{config.get('model_type')!r})")
-    cfg = make_config("paper", config["cvt"])
+    # Models saved before these options existed have neither <start>/<end> parameters nor
+    # the parser's hidden layers.
+    cfg = make_config("paper", {"boundary_tokens": False, "parser_hidden_layer": False,
+                                **config["cvt"]})
     tasks = []
     for name, spec in config["tasks"].items():
         task = CVTTask(name)

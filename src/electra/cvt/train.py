@@ -92,6 +92,52 @@ class EMA:
         return live
 
 
+class RowSparseMomentum(torch.optim.SGD):
+    """SGD with momentum where, for the matrices in `row_sparse` (embedding tables), only the
+    rows the minibatch used (a nonzero gradient row) are updated: the others keep their value
+    and their momentum. That is what the reference's one tf.train.MomentumOptimizer
+    (multitask_model._get_optimizer) does with the IndexedSlices gradient of
+    tf.nn.embedding_lookup; dense momentum would keep moving every word seen in the last ~10
+    minibatches. The other parameters take torch's ordinary SGD step."""
+
+    def __init__(self, params, lr: float, momentum: float,
+                 row_sparse: Sequence[torch.Tensor] = ()):
+        super().__init__(params, lr=lr, momentum=momentum)
+        self.row_sparse = list(row_sparse)
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        held = {id(p): p.grad for p in self.row_sparse}
+        for p in self.row_sparse:
+            p.grad = None  # torch's step skips them
+        super().step()
+        for group in self.param_groups:
+            for p in group["params"]:
+                grad = held.get(id(p))
+                if grad is None:
+                    continue
+                p.grad = grad
+                rows = grad.ne(0).any(1).nonzero().squeeze(1)
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                buf = state["momentum_buffer"]
+                buf[rows] = group["momentum"] * buf[rows] + grad[rows]
+                p[rows] -= group["lr"] * buf[rows]
+        return loss
+
+
+def make_optimizer(model: CVTModel, cfg: CVTConfig) -> torch.optim.SGD:
+    """One optimizer for labeled and unlabeled updates, as in the reference (4.1.1)."""
+    rows = ([model.encoder.word_embed.weight, model.encoder.chars.embed.weight]
+            if cfg.sparse_embedding_momentum else [])
+    return RowSparseMomentum(model.parameters(), cfg.lr, cfg.momentum, rows)
+
+
 def lr_factor(cfg: CVTConfig):
     def factor(t: int) -> float:
         warm = min(1.0, (t + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
@@ -167,7 +213,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     model = model or CVTModel(cfg, vocab, data.tasks)
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    optimizer = make_optimizer(model, cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(cfg))
     ema = EMA(model, cfg.ema_decay)
     samplers = {t.name: Sampler([len(s.words) for s in data.train[t.name]], cfg.batch_size,
