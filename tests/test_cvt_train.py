@@ -216,3 +216,43 @@ def test_cvt_weight_scales_the_unlabeled_loss_and_defaults_to_the_papers_1(data,
     assert all(torch.equal(a[k], b[k]) for k in a)
     a, b = aux_between_steps_2_and_3(1.0)
     assert any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sigterm_checkpoints_the_step_and_resume_is_exact(data, tmp_path, monkeypatch, capsys):
+    """As `pretrain` (issue 13): a stop signal during step 2 finishes it, writes its checkpoint,
+    exits EXIT_PREEMPTED with one line; --resume ends where the uninterrupted run ends."""
+    import os
+    import signal
+
+    from electra.cvt import train as cvt_train
+    from electra.errors import EXIT_PREEMPTED
+
+    straight = tmp_path / "straight"
+    run_train(_settings(data, straight, steps=4))
+    real, calls = cvt_train.labeled_loss, []
+
+    def labeled_loss(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    out = tmp_path / "split"
+    argv = ["cvt", "--tasks", "chunk", "--data", str(data["chunk"]), "--unlabeled",
+            str(data["unlabeled"]), "--out", str(out), "--steps", "4", "--seed", "3",
+            *(a for k, v in TINY.items() for a in ("--set", f"{k}={v}")), "--quiet"]
+    before = signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as mp:
+        mp.setattr(cvt_train, "labeled_loss", labeled_loss)
+        capsys.readouterr()
+        assert main(argv) == EXIT_PREEMPTED
+    assert signal.getsignal(signal.SIGTERM) is before
+    latest = out / "checkpoints" / "step_00000002"
+    assert capsys.readouterr().err.splitlines() == [
+        f"electra cvt: stopped by SIGTERM after step 2 of 4; checkpoint {latest} written; "
+        "continue with the same command plus --resume"]
+    assert not (out / "model").exists()
+    assert main([*argv, "--resume"]) == 0
+    a = load_file(str(straight / "model" / "model.safetensors"))
+    b = load_file(str(out / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)

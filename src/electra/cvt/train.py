@@ -32,8 +32,9 @@ from electra.cvt.model import CVTModel, save_model_dir
 from electra.cvt.modules import cvt_loss, supervised_loss
 from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
-from electra.errors import ElectraError
+from electra.errors import ElectraError, Preempted
 from electra.train import checkpoint as ckpt
+from electra.train.preempt import StopSignals
 
 
 def labeled_loss(model: CVTModel, task: CVTTask, batch: dict[str, torch.Tensor],
@@ -249,29 +250,37 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     bar = tqdm(total=steps, initial=start, desc="cvt" if cvt else "supervised", disable=not show)
     t0 = time.time()
     last = {}
-    for step in range(start, steps):
-        model.train()
-        # The task of step `step` depends on (seed, step) only, so resuming repeats it.
-        task = random.Random(seed * 1_000_003 + step).choices(data.tasks, weights)[0]
-        sents = [data.train[task.name][i] for i in samplers[task.name].next()]
-        sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
-        update(sup)
-        last = {"sup": sup.item(), "task": task.name}
-        if cvt:
-            words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
-            loss, _ = unlabeled_loss(model, encode_words(words, vocab, cfg.max_word_len), cfg)
-            update(cfg.cvt_weight * loss)
-            last["cvt"] = loss.item()
-        bar.update(1)
-        bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v)
-                         for k, v in last.items()}, refresh=False)
-        done = step + 1
-        if done % 25 == 0 or done == steps:
-            log.write({"step": done, "lr": scheduler.get_last_lr()[0], **last,
-                       "seconds": round(elapsed + time.time() - t0, 1)})
-        if save_every and done % save_every == 0 and done < steps:
-            _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
-                             {"elapsed": elapsed + time.time() - t0})
+    # SIGTERM/SIGUSR1 (a scheduler's warning): finish the step, checkpoint, stop (EXIT_PREEMPTED).
+    with StopSignals() as signals:
+        for step in range(start, steps):
+            model.train()
+            # The task of step `step` depends on (seed, step) only, so resuming repeats it.
+            task = random.Random(seed * 1_000_003 + step).choices(data.tasks, weights)[0]
+            sents = [data.train[task.name][i] for i in samplers[task.name].next()]
+            sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
+            update(sup)
+            last = {"sup": sup.item(), "task": task.name}
+            if cvt:
+                words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
+                loss, _ = unlabeled_loss(model, encode_words(words, vocab, cfg.max_word_len), cfg)
+                update(cfg.cvt_weight * loss)
+                last["cvt"] = loss.item()
+            bar.update(1)
+            bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v)
+                             for k, v in last.items()}, refresh=False)
+            done = step + 1
+            if done % 25 == 0 or done == steps:
+                log.write({"step": done, "lr": scheduler.get_last_lr()[0], **last,
+                           "seconds": round(elapsed + time.time() - t0, 1)})
+            stop = signals.requested and done < steps
+            if done < steps and (stop or (save_every and done % save_every == 0)):
+                _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
+                                 {"elapsed": elapsed + time.time() - t0})
+            if stop:
+                bar.close()
+                raise Preempted(f"stopped by {signals.name} after step {done} of {steps}; "
+                                f"checkpoint {ckpt.find_latest(out)} written; continue with "
+                                "the same command plus --resume")
     bar.close()
     elapsed += time.time() - t0
     if steps > start:
