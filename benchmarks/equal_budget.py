@@ -33,6 +33,22 @@ def log(msg: str) -> None:
           flush=True)
 
 
+def pin_settings(work: Path, settings: dict) -> None:
+    """Runs under WORK are cached by name, so WORK belongs to one set of the settings that
+    change what a run is: recorded on first use in WORK/settings.json, refused if different."""
+    path = work / "settings.json"
+    if path.is_file():
+        pinned = json.loads(path.read_text())
+        changed = {k: (pinned.get(k), v) for k, v in settings.items() if pinned.get(k) != v}
+        if changed:
+            diffs = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+            raise SystemExit(f"{work} holds runs made with other settings ({diffs}); "
+                             "use another --work")
+    else:
+        work.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=2) + "\n")
+
+
 def prepare_data(work: Path, corpus_dir: Path, vocab_size: int = 8192,
                  show_progress: bool = False) -> Path:
     """WORK/vocab and WORK/data (1% held out), built once."""

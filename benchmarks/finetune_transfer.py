@@ -109,6 +109,7 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
     print(f"==> {task}: {out.parent.name} ({settings.seeds} seed(s))", file=sys.stderr,
           flush=True)
     start = time.perf_counter()
+    (out / "job.json").unlink(missing_ok=True)  # no stale record beside new results
     res = finetune(model_dir, task, glue, out, settings, show_progress=progress)
     seconds = round(time.perf_counter() - start, 1)
     write_atomic(out / "job.json", json.dumps({**record, "seconds": seconds}, indent=2) + "\n")
@@ -116,12 +117,15 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
 
 
 def job_record(model_dir: Path, task: str, glue: Path, settings: FinetuneSettings) -> dict:
-    """What a cached fine-tuning run must match: the starting weights, vocabulary and
-    config by content (not path), the task and every setting."""
-    files = ("model.safetensors", "config.json", "vocab.txt")
-    return {"task": task, "data": str(glue), "settings": dataclasses.asdict(settings),
-            "sha256": {f: sha256_file(model_dir / f) for f in files
-                       if (model_dir / f).is_file()}}
+    """What a cached fine-tuning run must match: the starting weights, config, tokenizer
+    files and the task's data by content (not path), and every setting. (Not the code: after a
+    change to fine-tuning itself, use a fresh WORK.)"""
+    files = {f"model/{f}": model_dir / f for f in ("model.safetensors", "config.json",
+                                                  "vocab.txt", "tokenizer.json",
+                                                  "tokenizer_config.json")}
+    files |= {f"data/{f.name}": f for f in sorted((glue / task).glob("*.tsv"))}
+    return {"task": task, "settings": dataclasses.asdict(settings),
+            "sha256": {k: sha256_file(f) for k, f in files.items() if f.is_file()}}
 
 
 def cached_result(out: Path, record: dict) -> dict | None:

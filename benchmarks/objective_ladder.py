@@ -47,6 +47,7 @@ from equal_budget import (
     SHARED,
     budget_flops,
     log,
+    pin_settings,
     prepare_data,
     pretrain_run,
     run_config,
@@ -86,8 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-train-examples-sst2", type=int, default=8000,
                    help="cap for SST-2 alone (67k examples; 0 for all)")
     p.add_argument("--preset", default="tiny", choices=["tiny", "tiny-local"],
-                   help="model and recipe of every run (default tiny, the recorded run; use a "
-                   "separate --work per preset: runs are cached by name)")
+                   help="model and recipe of every run (default tiny, the recorded run)")
     p.add_argument("--lr", type=float, help="pre-training peak learning rate (default: the "
                    "preset's)")
     p.add_argument("--layerwise-decay", type=float, help="fine-tuning layer-wise lr decay "
@@ -178,6 +178,9 @@ def time_line(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
+    pin_settings(args.work, {k: getattr(args, k) for k in (
+        "preset", "lr", "layerwise_decay", "electra_steps", "vocab_size", "seeds",
+        "max_train_examples", "max_train_examples_sst2", "bf16")})
     started = time.perf_counter()
     data = prepare_data(args.work, args.corpus_dir, args.vocab_size, args.progress)
     vocab_size = vocab_size_of(data)

@@ -51,8 +51,8 @@ from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
 from electra.device import ALLOW_SLOW_BF16, slow_bf16_reason, to_device
 from electra.model.encoder import (
     compile_layers,
-    has_padding,
     known_padding,
+    mask_has_padding,
     resolve_attention_impl,
 )
 from electra.objectives import build_objective, metrics_from_counts, objective_step_flops
@@ -191,7 +191,7 @@ def make_step(model: nn.Module, side: str, bf16: bool, lr: float = 5e-4,
     model.train()
 
     def step(batch: Batch) -> dict:
-        padded = has_padding(batch["attention_mask"]) if side == "ours" else None
+        padded = mask_has_padding(batch["attention_mask"]) if side == "ours" else None
         batch = to_device(batch, device)
         ctx = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
         with ctx, known_padding(padded):

@@ -258,3 +258,7 @@ def test_unlabeled_text_drops_all_capitals_heading_lines(tmp_path):
         "BAHIA", "COCOA", "REVIEW", "Showers"]  # as read before (cvt_probe.py --before)
     assert tokenize("&lt;Allied-Lyons> of the U.S.", clean=False) == [
         "&", "lt", ";", "Allied-Lyons", ">", "of", "the", "U.S", "."]
+    # a one-line document (JSON lines of reviews, say) is text even when it is all capitals
+    (tmp_path / "one.jsonl").write_text(json.dumps({"text": "GREAT FILM. LOVED IT."}) + "\n")
+    assert load_sentences([tmp_path / "one.jsonl"], 10) == [["GREAT", "FILM", "."],
+                                                             ["LOVED", "IT", "."]]

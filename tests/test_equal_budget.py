@@ -37,3 +37,11 @@ def test_tiny_local_configs_validate_for_every_ladder_objective(objective):
     cfg.validate()
     assert cfg.model.position_bias == "alibi"
     assert cfg.objective.disc_bias_init == ("base-rate" if objective == "electra" else "zero")
+
+
+def test_a_work_directory_keeps_its_settings(tmp_path):
+    """Runs are cached by name: a WORK made with one preset refuses another."""
+    equal_budget.pin_settings(tmp_path, {"preset": "tiny", "layerwise_decay": None})
+    equal_budget.pin_settings(tmp_path, {"preset": "tiny", "layerwise_decay": None})  # same: ok
+    with pytest.raises(SystemExit, match="preset: 'tiny' there, 'tiny-local' now"):
+        equal_budget.pin_settings(tmp_path, {"preset": "tiny-local", "layerwise_decay": None})

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from electra.config import ModelConfig, PretrainConfig, merge
 from electra.device import to_device
@@ -201,7 +202,7 @@ def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path
     monkeypatch.undo()
     assert calls == {("loop.py", "_step_flags", "_pretrain"): 6,
                      ("loop.py", "flush", "_pretrain"): 2,
-                     ("encoder.py", "has_padding", "_pretrain"): 12}, calls
+                     ("encoder.py", "mask_has_padding", "_pretrain"): 12}, calls
 
 
 def test_window_accumulates_tensors() -> None:
@@ -247,4 +248,7 @@ def test_compiled_training_matches_eager(data_dir: Path, tmp_path: Path) -> None
     # dropout numbers), so only close.
     torch.testing.assert_close(torch.tensor(losses[True]), torch.tensor(losses[False]),
                                rtol=0.05, atol=0.0)
+    exported = {c: load_file(tmp_path / f"compile-{c}" / "final" / "discriminator" /
+                             "model.safetensors").keys() for c in (False, True)}
+    assert exported[True] == exported[False]
     print(f"eager {seconds[False]:.1f} s, compiled {seconds[True]:.1f} s")

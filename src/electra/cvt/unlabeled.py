@@ -49,8 +49,9 @@ def iter_sentences(paths: Sequence[str | Path], text_field: str = "text",
         # shared splitter ends a sentence at every newline, so lines are joined first. An
         # all-capitals line is a heading (every Reuters story opens with one), not text: joined,
         # it would start the first sentence with capitals that labeled text never has.
-        lines = [line for line in doc.text.split("\n")
-                 if not (clean and _HEADING.match(line.strip()))]
+        lines = doc.text.split("\n")
+        if clean and len(lines) > 1:  # a one-line document is text, whatever its case
+            lines = [line for line in lines if not _HEADING.match(line.strip())]
         for sent in split_sentences(" ".join(" ".join(lines).split())):
             words = tokenize(sent, clean)
             if 2 <= len(words) <= max_len:

@@ -211,7 +211,13 @@ def has_padding(attention_mask: torch.Tensor | None) -> bool:
         return False
     if _KNOWN_PADDING is not None:
         return _KNOWN_PADDING
-    return not bool(attention_mask.all())
+    return mask_has_padding(attention_mask)
+
+
+def mask_has_padding(attention_mask: torch.Tensor | None) -> bool:
+    """Whether any position is padded, asked of the mask itself (never the hint): what the
+    caller computes on the host batch to give `known_padding`."""
+    return attention_mask is not None and not bool(attention_mask.all())
 
 
 def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:

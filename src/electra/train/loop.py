@@ -22,7 +22,7 @@ from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError, Preempted
-from electra.model.encoder import compile_layers, has_padding, known_padding
+from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
 from electra.objectives import (
     ObjectiveContext,
@@ -179,7 +179,7 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
                 host = next(batches)
                 # Padding is decided on the host batch, where it is free: asked of the device
                 # copy it would be a sync per encoder call on CUDA (see `known_padding`).
-                padded = has_padding(host["attention_mask"])
+                padded = mask_has_padding(host["attention_mask"])
                 batch = to_device(host, info.device)  # pinned + non-blocking on CUDA
                 sync = micro == tc.grad_accum - 1 or not info.enabled
                 with (contextlib.nullcontext() if sync else model.no_sync()), autocast, \
