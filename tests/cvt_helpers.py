@@ -53,3 +53,23 @@ def write_unlabeled(path: Path, n: int = 40, seed: int = 2) -> Path:
     text = "\n\n".join(" ".join(w for w, *_ in _sentence(rng))[:-2] + "." for _ in range(n))
     path.write_text(text + "\n")
     return path
+
+
+def two_task_model(sentences: list[list[str]], seed: int = 0, **overrides):
+    """A tiny chunk + dep CVTModel over `sentences`' vocabulary (hidden 32, parser
+    projection 16, then `overrides`): (model, vocab, cfg, [tag task, dep task])."""
+    import torch
+
+    from electra.cvt.config import make_config
+    from electra.cvt.model import CVTModel
+    from electra.cvt.tasks import CVTTask
+    from electra.cvt.vocab import build_vocab
+
+    torch.manual_seed(seed)
+    cfg = make_config("small", {**TINY, "hidden": 32, "dep_projection": 16, **overrides})
+    tag = CVTTask("chunk")
+    tag.labels = ["B-NP", "E-NP", "O", "S-VP"]
+    dep = CVTTask("dep")
+    dep.labels = ["det", "nsubj", "obj", "root"]
+    vocab = build_vocab(sentences, [], 100)
+    return CVTModel(cfg, vocab, [tag, dep]), vocab, cfg, [tag, dep]

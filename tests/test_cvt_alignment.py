@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from cvt_helpers import TINY, write_chunk, write_unlabeled
+from cvt_helpers import TINY, two_task_model, write_chunk, write_unlabeled
 
 import electra.cvt.train as cvt_train
 from electra.cvt.batch import encode_words
-from electra.cvt.config import make_config
-from electra.cvt.model import CVTModel
 from electra.cvt.modules import cvt_loss
 from electra.cvt.run import TrainSettings, run_train
 from electra.cvt.tasks import CVTTask
@@ -30,14 +28,8 @@ SENTS = ["the dog saw a cat near every big red market".split(),
 
 
 def _model(seed: int = 0, **overrides):
-    torch.manual_seed(seed)
-    cfg = make_config("small", {**TINY, "hidden": 32, "dep_projection": 16, **overrides})
-    tag = CVTTask("chunk")
-    tag.labels = ["B-NP", "E-NP", "O", "S-VP"]
-    dep = CVTTask("dep")
-    dep.labels = ["det", "nsubj", "obj", "root"]
-    vocab = build_vocab(SENTS, [], 100)
-    return CVTModel(cfg, vocab, [tag, dep]), vocab, cfg
+    model, vocab, cfg, _ = two_task_model(SENTS, seed, **overrides)
+    return model, vocab, cfg
 
 
 def _kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:

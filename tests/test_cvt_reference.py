@@ -10,13 +10,11 @@ import math
 
 import pytest
 import torch
-from cvt_helpers import TINY
+from cvt_helpers import two_task_model
 
 from electra.cvt.batch import encode_words
-from electra.cvt.config import make_config
 from electra.cvt.conll import Sentence
-from electra.cvt.model import CVTModel, load_model_dir, save_model_dir
-from electra.cvt.tasks import CVTTask
+from electra.cvt.model import load_model_dir, save_model_dir
 from electra.cvt.train import (
     RowSparseMomentum,
     _labeled_batch,
@@ -25,20 +23,13 @@ from electra.cvt.train import (
     predict,
 )
 from electra.cvt.unlabeled import load_sentences, tokenize
-from electra.cvt.vocab import build_vocab
 
 WORDS = "the dog saw a cat near every big red market".split()
 
 
 def _model(seed: int = 0, **overrides):
-    torch.manual_seed(seed)
-    cfg = make_config("small", {**TINY, "hidden": 32, "dep_projection": 16, **overrides})
-    tag = CVTTask("chunk")
-    tag.labels = ["B-NP", "E-NP", "O", "S-VP"]
-    dep = CVTTask("dep")
-    dep.labels = ["det", "nsubj", "obj", "root"]
-    vocab = build_vocab([WORDS + ["zebra"]], [], 100)
-    return CVTModel(cfg, vocab, [tag, dep]).eval(), vocab, cfg, [tag, dep]
+    model, vocab, cfg, tasks = two_task_model([WORDS + ["zebra"]], seed, **overrides)
+    return model.eval(), vocab, cfg, tasks
 
 
 def _limit(fan_in: int, fan_out: int) -> float:
