@@ -15,6 +15,13 @@ one JSON object (also written to WORK/summary.json).
     OMP_NUM_THREADS=1 python benchmarks/cvt.py            # the full grid, 2 runs at a time
     OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
         --methods supervised,cvt --steps 600              # a reduced run
+    OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
+        --methods supervised,cvt --steps 500,1000,2000    # a learning curve, in stages
+
+With several `--steps`, each run trains to the first, is scored, continues from its checkpoint
+to the next, and so on (the lr schedule 0.5/(1+0.005*sqrt(t)), the EMA and the data order do
+not depend on the total, so a stage ends where a run of that length would); the table reports
+the last stage and `curve` every stage.
 
 The full grid is 42 runs (3 tasks x 2 sizes x 3 seeds x supervised/CVT, plus 6 multi-task
 runs) of 250 labeled steps each.
@@ -48,7 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "for all of them")
     p.add_argument("--methods", default="supervised,cvt,multitask")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--steps", type=int, default=250, help="labeled minibatches per run")
+    p.add_argument("--steps", default="250", help="labeled minibatches per run; several "
+                   "(500,1000,2000) train each run in stages and score every stage")
     p.add_argument("--preset", default="small")
     p.add_argument("--unlabeled", action="append",
                    help=f"unlabeled corpus (default: {SHARED / 'corpus/nltk/reuters.jsonl.gz'})")
@@ -65,32 +73,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         task, _, path = item.partition("=")
         args.dirs[task] = Path(path)
     args.overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
+    args.stages = sorted({int(s) for s in args.steps.split(",") if s})
+    if not args.stages or args.stages[0] < 1:
+        p.error(f"--steps: positive step counts, got {args.steps!r}")
     return args
 
 
-def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) -> dict:
-    """One training run, cached: a finished run's results are read back, not recomputed."""
-    cache = args.work / "results" / f"{name}.json"
-    if cache.is_file():
-        return json.loads(cache.read_text())
+def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) -> list[dict]:
+    """One training run, one result per stage of `args.stages`, each cached: a finished stage
+    is read back, not recomputed, and the next one continues from the run's checkpoint."""
     out = args.work / "runs" / name
     data = [str(args.dirs[t]) if len(tasks) == 1 else f"{t}={args.dirs[t]}" for t in tasks]
-    settings = TrainSettings(
-        tasks=tasks, data=data, out=str(out), preset=args.preset, overrides=args.overrides,
-        unlabeled=args.unlabeled,
-        max_unlabeled=args.max_unlabeled, steps=args.steps, cvt=cvt, seed=seed,
-        train_sentences=None if size == "full" else int(size), save_every=100,
-        resume=(out / "run.json").is_file())
-    t0 = time.time()
-    res = run_train(settings, progress=False)
-    entry = {"name": name, "tasks": tasks, "size": size, "cvt": cvt, "seed": seed,
-             "steps": args.steps, "scores": res["scores"], "train_seconds": res["train_seconds"],
-             "wall_seconds": round(time.time() - t0, 1),
-             "unlabeled_sentences": res["unlabeled_sentences"],
-             "train_sentences": res["train_sentences"]}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(entry, indent=2) + "\n")
-    return entry
+    entries = []
+    for steps in args.stages:
+        cache = args.work / "results" / f"{name}-{steps}.json"
+        if cache.is_file():
+            entries.append(json.loads(cache.read_text()))
+            continue
+        settings = TrainSettings(
+            tasks=tasks, data=data, out=str(out), preset=args.preset, overrides=args.overrides,
+            unlabeled=args.unlabeled, max_unlabeled=args.max_unlabeled, steps=steps, cvt=cvt,
+            seed=seed, train_sentences=None if size == "full" else int(size), save_every=100,
+            resume=(out / "run.json").is_file())
+        t0 = time.time()
+        res = run_train(settings, progress=False)
+        entry = {"name": name, "tasks": tasks, "size": size, "cvt": cvt, "seed": seed,
+                 "steps": steps, "scores": res["scores"],
+                 "train_seconds": res["train_seconds"],
+                 "wall_seconds": round(time.time() - t0, 1),
+                 "unlabeled_sentences": res["unlabeled_sentences"],
+                 "train_sentences": res["train_sentences"]}
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(entry, indent=2) + "\n")
+        entries.append(entry)
+    return entries
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -108,18 +124,19 @@ def main(argv: list[str] | None = None) -> dict:
             for task in tasks:
                 for method in ("supervised", "cvt"):
                     if method in methods:
-                        specs.append((f"{task}-{size}-{method}-s{seed}-{args.steps}", [task],
+                        specs.append((f"{task}-{size}-{method}-s{seed}", [task],
                                       size, method == "cvt", seed))
             if "multitask" in methods and len(tasks) > 1:
-                specs.append((f"mt-{'+'.join(tasks)}-{size}-s{seed}-{args.steps}", tasks, size,
+                specs.append((f"mt-{'+'.join(tasks)}-{size}-s{seed}", tasks, size,
                               True, seed))
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=torch.set_num_threads,
                                  initargs=(args.threads,)) as pool:
-            runs = list(pool.map(run_one, [args] * len(specs), *zip(*specs, strict=True)))
+            staged = list(pool.map(run_one, [args] * len(specs), *zip(*specs, strict=True)))
     else:
-        runs = [run_one(args, *spec) for spec in specs]
+        staged = [run_one(args, *spec) for spec in specs]
+    runs = [stages[-1] for stages in staged]
     table = []
     for task in tasks:
         for size in sizes:
@@ -133,10 +150,13 @@ def main(argv: list[str] | None = None) -> dict:
                     row[method] = {"median": round(100 * statistics.median(scores), 2),
                                    "runs": [round(100 * s, 2) for s in scores],
                                    "median_train_seconds": statistics.median(secs)}
+                    if len(args.stages) > 1:
+                        row[method]["curve"] = _curve(staged, task, size, method)
             if "supervised" in row and "cvt" in row:
                 row["cvt_gain"] = round(row["cvt"]["median"] - row["supervised"]["median"], 2)
             table.append(row)
-    summary = {"steps_per_run": args.steps, "preset": args.preset, "seeds": seeds,
+    summary = {"steps_per_run": args.stages[-1], "stages": args.stages, "preset": args.preset,
+               "seeds": seeds,
                "unlabeled": args.unlabeled,
                "unlabeled_sentences": max((r["unlabeled_sentences"] for r in runs), default=0),
                "threads": args.threads, "wall_seconds_this_invocation": round(time.time() - t0),
@@ -145,6 +165,16 @@ def main(argv: list[str] | None = None) -> dict:
     (args.work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return summary
+
+
+def _curve(staged: list[list[dict]], task: str, size: str, method: str) -> dict[str, float]:
+    """Median score over seeds at each stage: {steps: median}."""
+    at: dict[int, list[float]] = {}
+    for stages in staged:
+        for r in stages:
+            if r["size"] == size and task in r["tasks"] and _method(r) == method:
+                at.setdefault(r["steps"], []).append(r["scores"][task][METRIC[task]])
+    return {str(k): round(100 * statistics.median(v), 2) for k, v in sorted(at.items())}
 
 
 def _method(run: dict) -> str:

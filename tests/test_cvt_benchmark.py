@@ -7,7 +7,11 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from cvt_helpers import TINY, write_chunk, write_ud, write_unlabeled
+from safetensors.torch import load_file
+
+from electra.errors import ElectraError
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "cvt.py"
 
@@ -47,3 +51,43 @@ def test_benchmark_caches_runs_and_summarises(tmp_path, monkeypatch, capsys):
     again = bench.main(argv)
     assert again["table"] == summary["table"]
     assert json.loads(capsys.readouterr().out)["table"] == summary["table"]
+
+
+def test_stages_continue_and_end_where_a_run_of_that_length_ends(tmp_path):
+    """--steps 2,4 trains to 2, scores, continues to 4: the same scores and EMA weights as one
+    4-step run (the lr schedule, EMA and data order do not depend on the total)."""
+    bench = _load()
+    chunk = write_chunk(tmp_path / "chunk")
+    raw = write_unlabeled(tmp_path / "raw.txt")
+
+    def argv(work, steps):
+        return ["--work", str(tmp_path / work), "--tasks", "chunk", "--sizes", "full",
+                "--seeds", "0", "--methods", "supervised,cvt", "--steps", steps, "--jobs", "1",
+                "--unlabeled", str(raw), "--data", f"chunk={chunk}",
+                *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]]
+
+    staged = bench.main(argv("staged", "2,4"))
+    direct = bench.main(argv("direct", "4"))
+    assert staged["stages"] == [2, 4] and staged["steps_per_run"] == 4
+    row_s, row_d = staged["table"][0], direct["table"][0]
+    for method in ("supervised", "cvt"):
+        assert row_s[method]["runs"] == row_d[method]["runs"]
+        assert list(row_s[method]["curve"]) == ["2", "4"]
+        assert "curve" not in row_d[method]
+        for name in (f"chunk-full-{method}-s0",):
+            a = load_file(str(tmp_path / "staged/runs" / name / "model/model.safetensors"))
+            b = load_file(str(tmp_path / "direct/runs" / name / "model/model.safetensors"))
+            assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+    assert len(list((tmp_path / "staged/results").glob("*.json"))) == 4
+
+
+def test_resuming_a_run_that_is_past_the_steps_asked_for_is_an_error(tmp_path):
+    bench = _load()
+    chunk = write_chunk(tmp_path / "chunk")
+    raw = write_unlabeled(tmp_path / "raw.txt")
+    base = ["--work", str(tmp_path / "w"), "--tasks", "chunk", "--sizes", "full", "--seeds",
+            "0", "--methods", "supervised", "--jobs", "1", "--unlabeled", str(raw), "--data",
+            f"chunk={chunk}", *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]]
+    bench.main([*base, "--steps", "4"])
+    with pytest.raises(ElectraError, match="already at step 4, past the 2 steps"):
+        bench.main([*base, "--steps", "2"])

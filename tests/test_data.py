@@ -23,8 +23,9 @@ from electra.data.corpus import iter_documents, split_sentences
 from electra.data.dataset import PretrainingDataset, iterate_batches, verify_data
 from electra.data.packing import ExampleBuilder
 from electra.data.prepare import prepare_corpus
+from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
-from electra.tokenizer import load_tokenizer, train_vocab, vocab_checksum
+from electra.tokenizer import load_tokenizer, special_token_ids, train_vocab, vocab_checksum
 
 CLS, SEP = 2, 3
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -271,6 +272,10 @@ def test_prepare_round_trips_tokens(make_corpus, vocab_dir: Path, tmp_path: Path
     assert train["num_tokens"] == sum(len(e) for e in examples)
     assert len(train["shards"]) > 1
     assert sum(s["num_examples"] for s in train["shards"]) == len(examples)
+    # a shard is closed by the example that reaches shard_tokens, never split inside one
+    for shard in train["shards"][:-1]:
+        last = np.diff(np.load(out / shard["offsets"]))[-1]
+        assert shard["num_tokens"] >= 500 > shard["num_tokens"] - last
     assert manifest["seq_len"] == 512 and manifest["vocab_size"] == load_tokenizer(
         vocab_dir).get_vocab_size()
     assert manifest["vocab_checksum"] == vocab_checksum(vocab_dir)
@@ -379,23 +384,45 @@ def test_output_is_identical_whatever_the_workers(tmp_path: Path, documents, voc
     assert "TOKENIZERS_PARALLELISM" not in err and "forked" not in err
 
 
+def _packing(vocab_dir: Path) -> prepare_module.Packing:
+    ids = special_token_ids(load_tokenizer(vocab_dir))
+    return prepare_module.Packing(32, ids["cls"], ids["sep"], 0, "uint16")
+
+
 def test_workers_read_a_bounded_number_of_chunks_ahead(vocab_dir: Path) -> None:
     pulled = []
 
     def chunks():
         for i in range(40):
             pulled.append(i)
-            yield ["train"], [f"Document number {i}. It has two sentences."]
+            yield i, ["train"], [f"Document number {i}. It has two sentences."]
 
-    stream = prepare_module._tokenize_in_order(chunks(), vocab_dir, workers=2)
+    stream = prepare_module._pack_in_order(chunks(), vocab_dir, _packing(vocab_dir), workers=2)
     ahead = 2 * prepare_module.CHUNKS_PER_WORKER
     for consumed in range(1, 6):
         next(stream)
         assert len(pulled) == ahead + consumed - 1
     assert len(list(stream)) == 35
     expected = load_tokenizer(vocab_dir).encode("Document number 39.", add_special_tokens=False)
-    assert prepare_module._tokenize_chunk(["Document number 39. It has two sentences."],
-                                          load_tokenizer(vocab_dir))[0][0] == expected.ids
+    assert prepare_module._tokenize(["Document number 39. It has two sentences."],
+                                    WordCache(load_tokenizer(vocab_dir)))[0][0] == expected.ids
+
+
+def test_a_chunk_is_packed_per_document_whatever_its_neighbours(vocab_dir: Path) -> None:
+    """A document's examples depend on the seed and its corpus index only (its own generator),
+    which is what lets workers pack chunks independently."""
+    tokenizer, packing = WordCache(load_tokenizer(vocab_dir)), _packing(vocab_dir)
+    texts = [f"Document {i} says something. " * (i + 3) for i in range(6)]
+    whole = prepare_module._pack_chunk((0, ["train"] * 6, texts), tokenizer, packing)["train"]
+    parts = [prepare_module._pack_chunk((i, ["train"], [texts[i]]), tokenizer, packing)["train"]
+             for i in range(6)]
+    assert whole.documents == 6 and sum(p.documents for p in parts) == 6
+    assert np.array_equal(whole.tokens, np.concatenate([p.tokens for p in parts]))
+    assert np.array_equal(whole.lengths, np.concatenate([p.lengths for p in parts]))
+    # the same texts at other corpus indices are packed with other draws
+    moved = prepare_module._pack_chunk((100, ["train"] * 6, texts), tokenizer, packing)["train"]
+    assert (whole.lengths.tolist(), whole.sep_index.tolist()) != (
+        moved.lengths.tolist(), moved.sep_index.tolist())
 
 
 def test_a_killed_worker_fails_the_run(vocab_dir: Path) -> None:
@@ -407,10 +434,10 @@ def test_a_killed_worker_fails_the_run(vocab_dir: Path) -> None:
             if i == 8:
                 for child in multiprocessing.active_children():  # the pool's processes
                     child.kill()
-            yield ["train"], [f"Document number {i}. It has two sentences."]
+            yield i, ["train"], [f"Document number {i}. It has two sentences."]
 
     with pytest.raises(ElectraError, match="worker process died"):
-        list(prepare_module._tokenize_in_order(chunks(), vocab_dir, workers=2))
+        list(prepare_module._pack_in_order(chunks(), vocab_dir, _packing(vocab_dir), workers=2))
 
 
 def test_leftovers_of_a_killed_run_are_removed(make_corpus, vocab_dir: Path,

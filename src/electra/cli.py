@@ -62,10 +62,11 @@ def _add_prepare(sub) -> None:
     p.add_argument("--heldout-fraction", type=float, default=0.0,
                    help="share of documents kept aside as a held-out split (default 0)")
     p.add_argument("--text-field", default="text")
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--seed", type=int, default=12345,
+                   help="chooses the held-out documents and each document's packing draws")
     p.add_argument("--workers", type=int, default=None,
-                   help="tokenizing processes (default: the available cores; 1 = in this "
-                   "process)")
+                   help="tokenizing and packing processes (default: the available cores; 1 = "
+                   "in this process)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
                    "SHA-256) against its manifest and exit")

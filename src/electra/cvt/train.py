@@ -226,6 +226,10 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     latest = ckpt.find_latest(out) if resume else None
     if latest is not None:
         start = ckpt.load(latest, model, optimizer, scheduler, rank=0)
+        if start > steps:
+            raise ElectraError(f"{latest}: this run is already at step {start}, past the "
+                               f"{steps} steps asked for; ask for at least {start}, or use "
+                               "a new --out")
         ema.shadow = {k: v for k, v in load_file(str(latest / "ema.safetensors")).items()}
         state = torch.load(latest / "cvt_state.pt", weights_only=False)
         ema.updates = state["ema_updates"]

@@ -14,13 +14,18 @@ build_pretraining_dataset.py, class ExampleBuilder), re-implemented here with a 
 - there is no next-sentence prediction: segment B simply continues the text.
 
 The random draws happen in the same order and under the same conditions as in the official
-builder, so its length and segment statistics carry over.
+builder, so its length and segment statistics carry over. One deviation: the official builder
+draws from one generator for the whole corpus, so a document's packing depends on every
+document before it; `pack_document` gives each document its own generator, seeded by the
+corpus seed and the document's index, and draws its first target length as the official
+builder draws the target after any example (5% random). Each example's draws keep their
+distribution, and documents can then be packed in parallel, in any order, with the same bytes.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 Example = tuple[list[int], int]
 """Token ids ([CLS] A [SEP] (B [SEP])) and the index of the first [SEP]."""
@@ -33,13 +38,14 @@ MIN_RANDOM_LENGTH = 5
 class ExampleBuilder:
     """Accumulates one document's sentences and emits packed examples."""
 
-    def __init__(self, max_len: int, cls_id: int, sep_id: int, seed: int) -> None:
+    def __init__(self, max_len: int, cls_id: int, sep_id: int,
+                 seed: int | random.Random) -> None:
         if max_len < MIN_RANDOM_LENGTH:
             raise ValueError(f"max_len must be >= {MIN_RANDOM_LENGTH}, got {max_len}")
         self.max_len = max_len
         self.cls_id = cls_id
         self.sep_id = sep_id
-        self._rng = random.Random(seed)
+        self._rng = seed if isinstance(seed, random.Random) else random.Random(seed)
         self._sentences: list[Sequence[int]] = []
         self._length = 0
         self.target_length = max_len
@@ -59,6 +65,13 @@ class ExampleBuilder:
         if self._length == 0:
             return []
         return [self._create_example()]
+
+    def draw_target_length(self) -> None:
+        """The official builder's draw after each example: 5% of the time a random length."""
+        if self._rng.random() < RANDOM_LENGTH_PROB:
+            self.target_length = self._rng.randint(MIN_RANDOM_LENGTH, self.max_len)
+        else:
+            self.target_length = self.max_len
 
     def _create_example(self) -> Example:
         rng = self._rng
@@ -86,10 +99,7 @@ class ExampleBuilder:
 
         self._sentences = []
         self._length = 0
-        if rng.random() < RANDOM_LENGTH_PROB:
-            self.target_length = rng.randint(MIN_RANDOM_LENGTH, self.max_len)
-        else:
-            self.target_length = self.max_len
+        self.draw_target_length()
 
         ids = [self.cls_id, *first, self.sep_id]
         sep_index = len(ids) - 1
@@ -97,3 +107,20 @@ class ExampleBuilder:
             ids.extend(second)
             ids.append(self.sep_id)
         return ids, sep_index
+
+
+def document_seed(seed: int, index: int) -> int:
+    """The seed of document `index`'s generator: distinct for every (seed, index) pair with
+    0 <= index < 2**40."""
+    return seed * 2**40 + index
+
+
+def pack_document(sentences: Iterable[Sequence[int]], max_len: int, cls_id: int, sep_id: int,
+                  seed: int) -> list[Example]:
+    """One document's examples, from a generator of its own (see the module docstring)."""
+    builder = ExampleBuilder(max_len, cls_id, sep_id, seed)
+    builder.draw_target_length()
+    examples = []
+    for ids in sentences:
+        examples += builder.add_sentence(ids)
+    return examples + builder.end_document()

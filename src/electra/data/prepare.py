@@ -1,10 +1,12 @@
 """Turn a text corpus into packed, memory-mappable token shards plus a manifest.
 
-Documents are read in order by the main process and tokenized in chunks by a pool of worker
-processes (each single-threaded), with a bounded number of chunks in flight so that memory stays
-flat for corpora larger than RAM. The results come back in order and are packed by the main
-process with one seeded builder per split, so the shards and the manifest are byte-for-byte the
-same whatever the number of workers.
+Documents are read in order by the main process and tokenized and packed in chunks by a pool of
+worker processes (each single-threaded), with a bounded number of chunks in flight so that
+memory stays flat for corpora larger than RAM. Each document is packed with a generator of its
+own (seeded by the corpus seed and its index, `electra.data.packing.pack_document`), and the
+packed examples come back in order as flat arrays that the main process only copies into
+shards, so the shards and the manifest are byte-for-byte the same whatever the number of
+workers.
 
 The output directory is self-contained (its own copy of the tokenizer) and written atomically:
 everything goes to a hidden temp dir beside it that is renamed only when complete, so a crash
@@ -27,16 +29,18 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from electra import __version__
 from electra.data.corpus import Document, corpus_files, iter_documents, split_sentences
-from electra.data.packing import Example, ExampleBuilder
+from electra.data.packing import document_seed, pack_document
+from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
 from electra.fileutil import install_dir, remove_stale_temp_dirs, sha256_file, temp_dir_beside
 from electra.tokenizer import (
@@ -55,10 +59,32 @@ MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 512
 # characters; at most CHUNKS_PER_WORKER chunks per worker are in flight at a time.
 MAX_BATCH_CHARS = 1 << 22
 CHUNKS_PER_WORKER = 2
-ENCODE_CHUNK = 8192
 
 TokenizedDoc = list[list[int]]
 """One document as the token ids of each of its sentences."""
+Chunk = tuple[int, list[str], list[str]]
+"""A run of documents: the corpus index of the first, each one's split, their texts."""
+
+
+@dataclass(frozen=True)
+class Packing:
+    """What a worker needs to pack documents into examples."""
+
+    seq_len: int
+    cls_id: int
+    sep_id: int
+    seed: int
+    dtype: str
+
+
+@dataclass
+class PackedExamples:
+    """One split's examples from one chunk, in corpus order, as flat arrays."""
+
+    tokens: np.ndarray  # every example's ids, one after the other
+    lengths: np.ndarray  # int64, tokens per example
+    sep_index: np.ndarray  # uint16, the index of each example's first [SEP]
+    documents: int
 
 
 def default_workers() -> int:
@@ -114,23 +140,16 @@ def prepare_corpus(
         copy_tokenizer_files(tokenizer_dir, tmp / "tokenizer")
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
         writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype) for name in splits}
-        builders = {
-            name: ExampleBuilder(seq_len, specials["cls"], specials["sep"], seed + i)
-            for i, name in enumerate(splits)
-        }
+        packing = Packing(seq_len, specials["cls"], specials["sep"], seed, np.dtype(dtype).name)
         chunks = _chunks(iter_documents(corpus, text_field=text_field),
                          _heldout_selector(seed, heldout_fraction), batch_docs)
-        tokenized = _tokenize_in_order(chunks, tokenizer_dir, workers)
-        with closing(tokenized), tqdm(desc="preparing", unit=" docs",
-                                      disable=not show_progress) as progress:
-            for doc_splits, docs in tokenized:
-                for split, sentences in zip(doc_splits, docs, strict=True):
-                    builder, writer = builders[split], writers[split]
-                    for ids in sentences:
-                        writer.add(builder.add_sentence(ids))
-                    writer.add(builder.end_document())
-                    writer.num_documents += 1
-                progress.update(len(docs))
+        packed = _pack_in_order(chunks, tokenizer_dir, packing, workers)
+        with closing(packed), tqdm(desc="preparing", unit=" docs",
+                                   disable=not show_progress) as progress:
+            for parts in packed:
+                for split, part in parts.items():
+                    writers[split].add(part)
+                    progress.update(part.documents)
         for writer in writers.values():
             writer.close()
         if writers["train"].num_examples == 0:
@@ -171,8 +190,9 @@ def prepare_corpus(
 
 def _chunks(
     docs: Iterator[Document], is_heldout: Callable[[int], bool], batch_docs: int
-) -> Iterator[tuple[list[str], list[str]]]:
-    """(split of each document, its text) in chunks of bounded size, in corpus order."""
+) -> Iterator[Chunk]:
+    """Documents in chunks of bounded size, in corpus order."""
+    first = 0
     splits: list[str] = []
     texts: list[str] = []
     chars = 0
@@ -181,61 +201,61 @@ def _chunks(
         texts.append(doc.text)
         chars += len(doc.text)
         if len(texts) >= batch_docs or chars >= MAX_BATCH_CHARS:
-            yield splits, texts
-            splits, texts, chars = [], [], 0
+            yield first, splits, texts
+            first, splits, texts, chars = index + 1, [], [], 0
     if texts:
-        yield splits, texts
+        yield first, splits, texts
 
 
-def _tokenize_in_order(
-    chunks: Iterator[tuple[list[str], list[str]]], tokenizer_dir: str | Path, workers: int
-) -> Iterator[tuple[list[str], list[TokenizedDoc]]]:
-    """Each chunk's splits and tokenized documents, in order.
+def _pack_in_order(
+    chunks: Iterator[Chunk], tokenizer_dir: str | Path, packing: Packing, workers: int
+) -> Iterator[dict[str, PackedExamples]]:
+    """Each chunk's packed examples by split, in order.
 
-    One worker tokenizes in this process. More start a pool of processes (spawned, never forked:
-    a fork after the `tokenizers` thread pool has run could deadlock) with single-threaded
-    tokenizers, since the processes are the parallelism. `Executor.map` and `Pool.imap` would
-    read the whole corpus ahead into their task queues, so chunks are submitted by hand, a
-    bounded number ahead. A worker that dies (say, killed for memory) fails the run instead of
-    hanging it, which is why this is a ProcessPoolExecutor and not a multiprocessing.Pool.
+    One worker tokenizes and packs in this process. More start a pool of processes (spawned,
+    never forked: a fork after the `tokenizers` thread pool has run could deadlock) with
+    single-threaded tokenizers, since the processes are the parallelism. `Executor.map` and
+    `Pool.imap` would read the whole corpus ahead into their task queues, so chunks are
+    submitted by hand, a bounded number ahead. A worker that dies (say, killed for memory) fails
+    the run instead of hanging it, which is why this is a ProcessPoolExecutor and not a
+    multiprocessing.Pool.
     """
     if workers == 1:
-        tokenizer = load_tokenizer(tokenizer_dir)
+        words = WordCache(load_tokenizer(tokenizer_dir))
         with _single_threaded_tokenizers():
-            for splits, texts in chunks:
-                yield splits, _tokenize_chunk(texts, tokenizer)
+            for chunk in chunks:
+                yield _pack_chunk(chunk, words, packing)
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, context, _init_worker, (str(tokenizer_dir),)) as pool:
-        pending: deque[tuple[list[str], Future[list[TokenizedDoc]]]] = deque()
+    with ProcessPoolExecutor(workers, context, _init_worker,
+                             (str(tokenizer_dir), packing)) as pool:
+        pending: deque[Future[dict[str, PackedExamples]]] = deque()
         try:
-            for splits, texts in chunks:
-                pending.append((splits, pool.submit(_tokenize_chunk, texts)))
+            for chunk in chunks:
+                pending.append(pool.submit(_pack_chunk, chunk))
                 if len(pending) >= CHUNKS_PER_WORKER * workers:
-                    splits, result = pending.popleft()
-                    yield splits, result.result()
+                    yield pending.popleft().result()
             while pending:
-                splits, result = pending.popleft()
-                yield splits, result.result()
+                yield pending.popleft().result()
         except BrokenProcessPool:
             raise ElectraError("a tokenizing worker process died (out of memory?); try fewer "
                                "--workers") from None
         finally:
-            for _, result in pending:
+            for result in pending:
                 result.cancel()
 
 
 _PARALLELISM = "TOKENIZERS_PARALLELISM"  # read by `tokenizers` at every batch call
-_WORKER_TOKENIZER: Tokenizer | None = None
+_WORKER: tuple[WordCache, Packing] | None = None
 
 
-def _init_worker(tokenizer_dir: str) -> None:
+def _init_worker(tokenizer_dir: str, packing: Packing) -> None:
     """Pool initializer: one single-threaded tokenizer per process; Ctrl-C is left to the main
     process, which stops the pool."""
-    global _WORKER_TOKENIZER
+    global _WORKER
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ[_PARALLELISM] = "false"
-    _WORKER_TOKENIZER = load_tokenizer(tokenizer_dir)
+    _WORKER = WordCache(load_tokenizer(tokenizer_dir)), packing
 
 
 @contextmanager
@@ -251,18 +271,39 @@ def _single_threaded_tokenizers() -> Iterator[None]:
             os.environ[_PARALLELISM] = previous
 
 
-def _tokenize_chunk(texts: list[str], tokenizer: Tokenizer | None = None) -> list[TokenizedDoc]:
-    """Split each document into sentences and tokenize them (no special tokens). Sentences are
-    encoded ENCODE_CHUNK at a time: `Encoding` objects are bulky, only their ids are kept."""
-    tokenizer = tokenizer or _WORKER_TOKENIZER
-    assert tokenizer is not None, "not in a pool worker: pass the tokenizer"
-    # encode_batch_fast (tokenizers >= 0.20) skips the character offsets, which we do not use.
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+def _pack_chunk(chunk: Chunk, words: WordCache | None = None,
+                packing: Packing | None = None) -> dict[str, PackedExamples]:
+    """Tokenize and pack one chunk (in a pool worker unless `words` and `packing` are given).
+    The examples travel back as flat arrays: pickling them is far cheaper than pickling lists
+    of Python ints, and the main process only copies them into shards."""
+    if words is None or packing is None:
+        assert _WORKER is not None, "not in a pool worker: pass the word cache and packing"
+        words, packing = _WORKER
+    first, splits, texts = chunk
+    examples: dict[str, list[list[int]]] = {}
+    seps: dict[str, list[int]] = {}
+    documents: dict[str, int] = {}
+    for offset, (split, sentences) in enumerate(zip(splits, _tokenize(texts, words),
+                                                    strict=True)):
+        packed = pack_document(sentences, packing.seq_len, packing.cls_id, packing.sep_id,
+                               document_seed(packing.seed, first + offset))
+        examples.setdefault(split, []).extend(ids for ids, _ in packed)
+        seps.setdefault(split, []).extend(sep for _, sep in packed)
+        documents[split] = documents.get(split, 0) + 1
+    parts = {}
+    for split, ids in examples.items():
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        parts[split] = PackedExamples(
+            np.fromiter(chain.from_iterable(ids), dtype=packing.dtype, count=int(lengths.sum())),
+            lengths, np.asarray(seps[split], dtype=np.uint16), documents[split])
+    return parts
+
+
+def _tokenize(texts: list[str], words: WordCache) -> list[TokenizedDoc]:
+    """Split each document into sentences and tokenize them (no special tokens), each distinct
+    word once (`WordCache`: the same ids as tokenizing the sentences)."""
     docs = [split_sentences(text) for text in texts]
-    sentences = [s for doc in docs for s in doc]
-    ids = (encoding.ids for start in range(0, len(sentences), ENCODE_CHUNK)
-           for encoding in encode(sentences[start : start + ENCODE_CHUNK],
-                                  add_special_tokens=False))
+    ids = iter(words.encode([s for doc in docs for s in doc]))
     return [[next(ids) for _ in doc] for doc in docs]
 
 
@@ -312,13 +353,26 @@ class _ShardWriter:
         self.num_examples = 0
         self.num_tokens = 0
 
-    def add(self, examples: list[Example]) -> None:
-        for ids, sep in examples:
-            end = self.position + len(ids)
-            self.buffer[self.position : end] = ids
-            self.position = end
-            self.offsets.append(end)
-            self.sep_index.append(sep)
+    def add(self, part: PackedExamples) -> None:
+        """Append a chunk's examples; a shard is written as soon as it holds `shard_tokens`
+        tokens (after the example that crosses the mark, so a shard never splits one)."""
+        self.num_documents += part.documents
+        ends = np.cumsum(part.lengths)  # end of each example within part.tokens
+        first = consumed = 0
+        while first < len(ends):
+            room = self.shard_tokens - self.position
+            # the examples up to and including the first one that fills the shard
+            take = min(int(np.searchsorted(ends[first:] - consumed, room)) + 1,
+                       len(ends) - first)
+            ends_here = ends[first : first + take] - consumed
+            size = int(ends_here[-1])
+            self.buffer[self.position : self.position + size] = \
+                part.tokens[consumed : consumed + size]
+            self.offsets.extend((ends_here + self.position).tolist())
+            self.sep_index.extend(part.sep_index[first : first + take].tolist())
+            self.position += size
+            consumed += size
+            first += take
             if self.position >= self.shard_tokens:
                 self._write_shard()
 
