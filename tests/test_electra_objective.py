@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from objective_helpers import SPECIAL, VOCAB, make_batch, small_model  # noqa: E
 from electra.config import ObjectiveConfig, PretrainConfig
 from electra.objectives import build_objective, metrics_from_counts
 from electra.objectives.masking import (
+    categorical_sample,
     corrupt_with_mask_token,
     gumbel_sample,
     max_predictions,
@@ -112,6 +114,26 @@ def test_generator_head_dense_gelu_layernorm_tied_output_at_masked_positions_onl
     manual = manual @ obj.discriminator.electra.embeddings.word_embeddings.weight.T
     manual = manual + gen.output_bias
     torch.testing.assert_close(logits, manual, rtol=1e-5, atol=1e-5)
+
+
+def test_categorical_sampling_follows_softmax_without_gradient_even_for_rare_tokens():
+    """Inverse-CDF sampling (our replacement for the official Gumbel-max, same distribution):
+    frequencies match the softmax, over 4 tokens and over 30,000."""
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]], requires_grad=True)
+    samples = categorical_sample(logits.to(torch.bfloat16).expand(20000, 4),
+                                 generator=torch.Generator().manual_seed(0))
+    assert not samples.requires_grad and samples.dtype == torch.long
+    freq = torch.bincount(samples, minlength=4).float() / 20000
+    torch.testing.assert_close(freq, logits.detach().softmax(-1)[0], atol=0.015, rtol=0)
+    wide = torch.zeros(1, 30000)
+    wide[0, 7] = math.log(0.05 * 29999 / 0.95)  # p = 0.05 among 30,000 tokens
+    wide[0, 9] = float("-inf")
+    gen = torch.Generator().manual_seed(1)
+    draws = torch.cat([categorical_sample(wide.expand(500, -1), gen) for _ in range(10)])
+    assert abs((draws == 7).float().mean().item() - 0.05) < 0.012 and (draws != 9).all()
+    assert len(draws.unique()) > 3000  # the other tokens are drawn too, spread out
+    never = torch.tensor([[0.0, float("-inf"), 0.0]])  # zero probability: never drawn
+    assert (categorical_sample(never.expand(50_000, -1)) != 1).all()
 
 
 def test_gumbel_sampling_is_fp32_without_gradient_and_follows_softmax():

@@ -5,8 +5,8 @@ Shared by the ELECTRA family (electra, electra-15, replace-mlm, all-tokens-mlm):
 - an MLM generator of any width multiplier (1.0 included) and depth (`generator_layers`);
 - network-free samplers: "unigram" (corpus token frequencies, section 5.3.2) and "uniform"
   (the official `uniform_generator`), never producing special tokens;
-- sampling from softmax(logits / temperature) by Gumbel-max in fp32, optionally never the
-  original token (official `disallow_correct`, `temperature` in run_pretraining._get_fake_data);
+- sampling from softmax(logits / temperature) in float64 (inverse CDF, the distribution of the
+  official Gumbel-max), optionally never the original token (official `disallow_correct`, `temperature` in run_pretraining._get_fake_data);
 - weight sharing: "embeddings" (one embedding module), "none", "all" (one encoder) and "gdes"
   (DeBERTa-V3's gradient-disentangled embedding sharing).
 """
@@ -26,7 +26,7 @@ from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Embeddings, Generator
 from electra.objectives.base import ObjectiveContext
-from electra.objectives.masking import SpecialIds, gumbel_sample, non_special_ids
+from electra.objectives.masking import SpecialIds, categorical_sample, non_special_ids
 
 
 def generator_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> ModelConfig:
@@ -64,7 +64,8 @@ def check_generator_options(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) ->
 
 def sample_from_logits(logits: torch.Tensor, temperature: float = 1.0,
                        disallow: torch.Tensor | None = None) -> torch.Tensor:
-    """Token ids drawn from softmax(logits / temperature), Gumbel-max in fp32, no gradient.
+    """Token ids drawn from softmax(logits / temperature) in float64, no gradient (inverse CDF:
+    the distribution of the official Gumbel-max, see `categorical_sample`).
 
     `disallow` [N] holds one id per row that must never be drawn (the original token, official
     `disallow_correct`; we use -inf where the official code subtracts 1000). A row with nothing
@@ -73,7 +74,7 @@ def sample_from_logits(logits: torch.Tensor, temperature: float = 1.0,
         scaled = logits.detach().float() / temperature
         if disallow is not None:
             scaled = scaled.scatter(-1, disallow.unsqueeze(-1), float("-inf"))
-        samples = gumbel_sample(scaled)
+        samples = categorical_sample(scaled)
         if disallow is not None:
             empty = torch.isinf(scaled).all(dim=-1)
             samples = torch.where(empty, disallow, samples)
