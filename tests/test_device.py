@@ -172,3 +172,32 @@ def test_throughput_benchmark_device_report_runs_on_cpu():
         assert run[side]["tokens_per_s"] > 0 and run[side]["mfu"] > 0
         assert run[side]["peak_memory_gib"] is None
     assert "989" in report["settings"]["peak_tflops_is"]
+
+
+# --- benchmarks/cpu_step.py --------------------------------------------------------------
+
+
+def test_cpu_step_benchmark_reports_both_samplers_and_restores_ours(capsys):
+    """--quick on the tiny preset: each sampler timed on the same batches, utilisation is
+    achieved / the matmul peak measured in the run, and the Gumbel patch is undone."""
+    from electra.objectives import generators
+
+    path = ROOT / "benchmarks" / "cpu_step.py"
+    spec = importlib.util.spec_from_file_location("cpu_step", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ours = generators.categorical_sample
+    report = bench.main(["--quick", "--samplers", "gumbel,categorical", "--threads", "1"])
+    assert generators.categorical_sample is ours
+    fp32 = report["modes"]["fp32"]
+    peak = fp32["matmul_peak"]["weighted_gflops"]
+    for entry in fp32["samplers"].values():
+        assert len(entry["steps_s"]) == 2
+        assert entry["utilisation_of_matmul_peak"] == pytest.approx(  # both rounded
+            entry["achieved_gflops"] / peak, rel=0.02)
+        assert entry["achieved_gflops"] == pytest.approx(  # rounded to 0.1
+            report["step_gflop"] / entry["median_step_s"], abs=0.06)
+    assert set(fp32["speedup_vs_gumbel"]) == {"gumbel", "categorical"}
+    assert "aten::mm" in fp32["profile_top_self_cpu_share"] or "aten::addmm" in fp32[
+        "profile_top_self_cpu_share"]
+    assert json.loads(capsys.readouterr().out) == report
