@@ -6,7 +6,8 @@ Shared by the ELECTRA family (electra, electra-15, replace-mlm, all-tokens-mlm):
 - network-free samplers: "unigram" (corpus token frequencies, section 5.3.2) and "uniform"
   (the official `uniform_generator`), never producing special tokens;
 - sampling from softmax(logits / temperature) in float64 (inverse CDF, the distribution of the
-  official Gumbel-max), optionally never the original token (official `disallow_correct`, `temperature` in run_pretraining._get_fake_data);
+  official Gumbel-max), optionally never the original token (official `disallow_correct`,
+  `temperature` in run_pretraining._get_fake_data);
 - weight sharing: "embeddings" (one embedding module), "none", "all" (one encoder) and "gdes"
   (DeBERTa-V3's gradient-disentangled embedding sharing).
 """
