@@ -8,7 +8,7 @@ vocabulary, and one multi-task CVT model over all the tasks (4.1.2), for each se
 dev scores of the EMA model (chunking: CoNLL-2000 test, which has no dev split); medians over
 seeds, with the gain of CVT over supervised.
 
-Each run is cached as WORK/results/NAME.json and trains under WORK/runs/NAME with
+Each run is cached as WORK/results/NAME-STEPS.json and trains under WORK/runs/NAME with
 checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` per run). Prints
 one JSON object (also written to WORK/summary.json).
 
@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 from electra.cvt.run import TrainSettings, run_train
+from electra.errors import ElectraError
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt",
@@ -73,7 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         task, _, path = item.partition("=")
         args.dirs[task] = Path(path)
     args.overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
-    args.stages = sorted({int(s) for s in args.steps.split(",") if s})
+    try:
+        args.stages = sorted({int(s) for s in args.steps.split(",") if s})
+    except ValueError:
+        args.stages = []
     if not args.stages or args.stages[0] < 1:
         p.error(f"--steps: positive step counts, got {args.steps!r}")
     return args
@@ -96,7 +100,11 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
             seed=seed, train_sentences=None if size == "full" else int(size), save_every=100,
             resume=(out / "run.json").is_file())
         t0 = time.time()
-        res = run_train(settings, progress=False)
+        try:
+            res = run_train(settings, progress=False)
+        except ElectraError as err:  # e.g. a run already past this stage: name the fix here
+            raise ElectraError(f"{err} (benchmarks/cvt.py: a run dir of WORK trains on from "
+                               "its last stage; use a new --work for shorter runs)") from None
         entry = {"name": name, "tasks": tasks, "size": size, "cvt": cvt, "seed": seed,
                  "steps": steps, "scores": res["scores"],
                  "train_seconds": res["train_seconds"],

@@ -21,7 +21,7 @@ from electra.cli import main
 from electra.data import prepare as prepare_module
 from electra.data.corpus import iter_documents, split_sentences
 from electra.data.dataset import PretrainingDataset, iterate_batches, verify_data
-from electra.data.packing import ExampleBuilder
+from electra.data.packing import ExampleBuilder, document_seed, pack_document
 from electra.data.prepare import prepare_corpus
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
@@ -222,6 +222,24 @@ def test_packing_invariants_and_statistics() -> None:
     assert len(full_target) > 5000 and abs(single - 0.1) < 0.02
     # 5% of examples are followed by a random target (randint may also hit max_len: 1/60).
     assert abs(short_targets / created - 0.05 * 59 / 60) < 0.012
+
+
+def test_documents_packed_on_their_own_keep_the_official_statistics() -> None:
+    """pack_document (a generator per document, its first target drawn like any other): 10% of
+    full-target examples are single-segment and 5% of targets are random, also at the start of
+    a document."""
+    max_len, examples, short_first = 64, [], 0
+    for doc in range(4000):
+        sentences = [[100 + i] * 10 for i in range(40)]  # 400 tokens: several examples
+        packed = pack_document(sentences, max_len, CLS, SEP, document_seed(1, doc))
+        short_first += len(packed[0][0]) < 60  # a random first target (below ~55)
+        examples += packed[:-1]  # the last one is cut short by the document's end
+    full = [ids for ids, _ in examples if len(ids) >= max_len - 1]
+    single = sum(ids.count(SEP) == 1 for ids in full) / len(full)
+    assert len(full) > 10000 and abs(single - 0.1) < 0.015
+    # P(random first target) * P(it ends the example below 60 tokens: target <= 50) ~ 0.038
+    assert abs(short_first / 4000 - 0.05 * 46 / 60) < 0.012
+    assert document_seed(-1, 0) != document_seed(1, 0) != document_seed(1, 1)
 
 
 def test_packing_is_seeded() -> None:

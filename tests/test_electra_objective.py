@@ -116,7 +116,7 @@ def test_generator_head_dense_gelu_layernorm_tied_output_at_masked_positions_onl
     torch.testing.assert_close(logits, manual, rtol=1e-5, atol=1e-5)
 
 
-def test_categorical_sampling_follows_softmax_without_gradient_even_for_rare_tokens():
+def test_categorical_sampling_follows_softmax_without_gradient(monkeypatch):
     """Inverse-CDF sampling (our replacement for the official Gumbel-max, same distribution):
     frequencies match the softmax, over 4 tokens and over 30,000."""
     logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]], requires_grad=True)
@@ -132,8 +132,14 @@ def test_categorical_sampling_follows_softmax_without_gradient_even_for_rare_tok
     draws = torch.cat([categorical_sample(wide.expand(500, -1), gen) for _ in range(10)])
     assert abs((draws == 7).float().mean().item() - 0.05) < 0.012 and (draws != 9).all()
     assert len(draws.unique()) > 3000  # the other tokens are drawn too, spread out
-    never = torch.tensor([[0.0, float("-inf"), 0.0]])  # zero probability: never drawn
-    assert (categorical_sample(never.expand(50_000, -1)) != 1).all()
+    # u = 0 exactly (torch.rand can return it): the first entry with probability > 0, never a
+    # leading zero-probability one (searchsorted right=True); u just below 1: the last such
+    never = torch.tensor([[float("-inf"), float("-inf"), 0.0, 0.0, float("-inf")]])
+    for value, expected in ((0.0, 2), (1.0 - 2**-53, 3)):
+        with monkeypatch.context() as patch:
+            patch.setattr(torch, "rand", lambda *a, value=value, **k: torch.full(
+                a[0], value, dtype=k.get("dtype")))
+            assert categorical_sample(never).item() == expected
 
 
 def test_gumbel_sampling_is_fp32_without_gradient_and_follows_softmax():

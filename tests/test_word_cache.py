@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_DATA
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 
 from electra.data.corpus import split_sentences
-from electra.data.word_cache import _DELETED_CONTROLS, WordCache, words_are_independent
+from electra.data.word_cache import _HAS_DELETED_CONTROL, WordCache, words_are_independent
 from electra.tokenizer import load_tokenizer, train_vocab
 
 TRICKY = [
@@ -31,6 +31,7 @@ TRICKY = [
     "",
     "   ",
     "\x00null\ufffdreplacement",
+    "[MA\x0bSK] and x [SE\x85P] y",  # special tokens are matched before controls are deleted
 ]
 
 
@@ -74,13 +75,29 @@ def test_a_full_cache_starts_over_with_the_same_ids(real_tokenizer, real_sentenc
     for start in range(0, 3000, 300):
         batch = real_sentences[start : start + 300]
         assert small.encode(batch) == _reference(real_tokenizer, batch)
-        words = {w for s in batch for w in s.translate(_DELETED_CONTROLS).split()}
+        words = {w for s in batch if not _HAS_DELETED_CONTROL.search(s) for w in s.split()}
         assert len(small._index) <= 500 or set(small._index) == words  # or started over
+
+
+def test_tricky_text_without_the_shared_data(vocab_dir: Path):
+    tokenizer = load_tokenizer(vocab_dir)
+    cache = WordCache(tokenizer)
+    assert cache.enabled and cache.encode(TRICKY) == _reference(tokenizer, TRICKY)
+    assert cache.encode(TRICKY[::-1]) == _reference(tokenizer, TRICKY[::-1])  # remembered
 
 
 def test_only_bert_pipelines_are_split_into_words(vocab_dir: Path):
     bert = load_tokenizer(vocab_dir)
     assert words_are_independent(bert)
+    for change in ("clean_text", "truncation", "lstrip"):
+        other = load_tokenizer(vocab_dir)
+        if change == "clean_text":
+            other.normalizer = normalizers.BertNormalizer(clean_text=False)
+        elif change == "truncation":
+            other.enable_truncation(16)
+        else:
+            other.add_special_tokens([AddedToken("<x>", lstrip=True)])
+        assert not words_are_independent(other), change
     other = Tokenizer(models.WordPiece(bert.get_vocab(), unk_token="[UNK]"))
     other.pre_tokenizer = pre_tokenizers.Metaspace()  # spaces become part of the tokens
     cache = WordCache(other)

@@ -111,8 +111,9 @@ class ExampleBuilder:
 
 def document_seed(seed: int, index: int) -> int:
     """The seed of document `index`'s generator: distinct for every (seed, index) pair with
-    0 <= index < 2**40."""
-    return seed * 2**40 + index
+    0 <= index < 2**40, negative seeds included (`random.Random` seeds with the absolute
+    value, so the sign gets a bit of its own)."""
+    return (abs(seed) * 2**40 + index) * 2 + (seed < 0)
 
 
 def pack_document(sentences: Iterable[Sequence[int]], max_len: int, cls_id: int, sep_id: int,

@@ -7,14 +7,14 @@ words in 256 IMDB reviews are distinct, far fewer over a corpus), so `WordCache`
 sentences into words in Python, sends only words it has not seen to the tokenizer, and
 assembles every sentence from remembered pieces with numpy. The ids are exactly those of
 `tokenizer.encode_batch(sentences, add_special_tokens=False)` (tests/test_word_cache.py
-compares them on real text, control characters included); a tokenizer whose pipeline is
-anything else is called as usual.
+compares them on real text and where Python's and BERT's whitespace differ); a tokenizer
+whose pipeline is anything else gets whole sentences, as before.
 
-Splitting: `str.split()` splits on every character Python calls whitespace. BertNormalizer
-maps BERT's whitespace to spaces, but first deletes control characters (Unicode category C,
-except tab, newline, carriage return), and seven of Python's whitespace characters are such
-controls (\\x0b, \\x0c, \\x1c-\\x1f, \\x85): "a\\x85b" is one word to BERT. They are deleted
-before splitting, as the normalizer would delete them.
+Splitting: `str.split()` splits on every character Python calls whitespace, which is BERT's
+whitespace plus seven control characters (\\x0b, \\x0c, \\x1c-\\x1f, \\x85) that BertNormalizer
+deletes instead: "a\\x85b" is one word to BERT. Deleting them first is not enough either
+(special tokens are matched in the raw text, before the normalizer: "[MA\\x0bSK]" is not
+[MASK]), so the rare sentences that contain one go to the tokenizer whole.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ import numpy as np
 from tokenizers import Tokenizer
 
 # Python whitespace that BertNormalizer(clean_text=True) deletes as a control character.
-_DELETED_CONTROLS = dict.fromkeys(map(ord, "\x0b\x0c\x1c\x1d\x1e\x1f\x85"))
 _HAS_DELETED_CONTROL = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
+# Sentences per call when the tokenizer sees whole sentences: `Encoding` objects are bulky.
+ENCODE_CHUNK = 8192
 
 
 def words_are_independent(tokenizer: Tokenizer) -> bool:
@@ -64,12 +65,25 @@ class WordCache:
 
     def encode(self, sentences: list[str]) -> list[list[int]]:
         if not self.enabled:
-            encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
-            return [e.ids for e in encode(sentences, add_special_tokens=False)]
+            return self._encode_whole(sentences)
+        odd = [bool(_HAS_DELETED_CONTROL.search(s)) for s in sentences]
+        if not any(odd):
+            return self._encode_words(sentences)
+        whole = iter(self._encode_whole([s for s, o in zip(sentences, odd, strict=True) if o]))
+        words = iter(self._encode_words([s for s, o in zip(sentences, odd, strict=True)
+                                         if not o]))
+        return [next(whole) if o else next(words) for o in odd]
+
+    def _encode_whole(self, sentences: list[str]) -> list[list[int]]:
+        # encode_batch_fast (tokenizers >= 0.20) skips the character offsets, not used here.
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return [e.ids for start in range(0, len(sentences), ENCODE_CHUNK)
+                for e in encode(sentences[start : start + ENCODE_CHUNK],
+                                add_special_tokens=False)]
+
+    def _encode_words(self, sentences: list[str]) -> list[list[int]]:
         if not sentences:
             return []
-        if any(map(_HAS_DELETED_CONTROL.search, sentences)):
-            sentences = [s.translate(_DELETED_CONTROLS) for s in sentences]
         split = [s.split() for s in sentences]
         words = list(chain.from_iterable(split))
         distinct = dict.fromkeys(words).keys()
