@@ -72,8 +72,10 @@ def sample_from_logits(logits: torch.Tensor, temperature: float = 1.0,
     `disallow_correct`; we use -inf where the official code subtracts 1000). A row with nothing
     left to draw returns its disallowed id."""
     with torch.no_grad():
-        scaled = logits.detach().float() / temperature
-        if disallow is not None:
+        scaled = logits.detach().float()
+        if temperature != 1.0:  # the default: skip a pass over [masked positions x vocab]
+            scaled = scaled / temperature
+        if disallow is not None:  # scatter copies: the caller's logits stay untouched
             scaled = scaled.scatter(-1, disallow.unsqueeze(-1), float("-inf"))
         samples = categorical_sample(scaled)
         if disallow is not None:
