@@ -12,6 +12,7 @@ import pytest
 import torch
 from cvt_helpers import two_task_model
 
+from electra.cvt import encoder as encoder_module
 from electra.cvt.batch import encode_words
 from electra.cvt.conll import Sentence
 from electra.cvt.model import load_model_dir, save_model_dir
@@ -85,13 +86,13 @@ def test_lstms_read_start_and_end_tokens_around_each_sentence(monkeypatch):
     model, vocab, cfg, _ = _model()
     enc = model.encoder
     seen = []
-    real = enc._run
+    real = encoder_module.bilstm
 
     def spy(lstm, x, lengths):
         seen.append((x.detach().clone(), lengths.clone()))
         return real(lstm, x, lengths)
 
-    monkeypatch.setattr(enc, "_run", spy)
+    monkeypatch.setattr(encoder_module, "bilstm", spy)
     batch = encode_words([WORDS, WORDS[:3]], vocab, cfg.max_word_len)
     with torch.no_grad():
         out = model.encode(batch, keep=1.0)

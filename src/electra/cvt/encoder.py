@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from electra.cvt.bilstm import bilstm
 from electra.cvt.config import CVTConfig
 
 
@@ -62,7 +62,14 @@ class CharCNN(nn.Module):
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
         b, t, length = chars.shape
-        flat = chars.reshape(b * t, length)
+        # A word's vector depends on its own spelling only, so each distinct spelling of the
+        # batch (padding included) goes through the CNN once: a batch of 64 sentences holds
+        # each word 2-3 times on average, and the convolutions are a quarter of a CVT step.
+        flat, inverse = torch.unique(chars.reshape(b * t, length), dim=0, return_inverse=True)
+        return self._encode(flat)[inverse].reshape(b, t, self.out_dim)
+
+    def _encode(self, flat: torch.Tensor) -> torch.Tensor:
+        """[words, L] character ids -> [words, out_dim]."""
         n_chars = (flat != 0).sum(1)
         if self.boundaries:
             flat, n_chars = self._mark(flat, n_chars), n_chars + 4
@@ -75,7 +82,7 @@ class CharCNN(nn.Module):
             last = (n_chars.clamp(min=w) - w)[:, None, None]
             inside = torch.arange(y.shape[2], device=y.device)[None, None, :] <= last
             pooled.append(F.relu(y.masked_fill(~inside, float("-inf")).amax(dim=2)))
-        return torch.cat(pooled, dim=1).reshape(b, t, self.out_dim)
+        return torch.cat(pooled, dim=1)
 
 
 def _lstm(input_size: int, size: int, projection: int) -> nn.LSTM:
@@ -158,14 +165,6 @@ class Encoder(nn.Module):
             # special tokens (embeddings.PretrainedEmbeddingLoader.build), then trained
             self.boundary_words = nn.Parameter(torch.zeros(2, cfg.word_dim))
 
-    @staticmethod
-    def _run(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        # Packing makes the backward direction start at each sentence's own last word, so
-        # padding never leaks into a view.
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = lstm(packed)
-        return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
-
     def _add_boundaries(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """[B, T, D] -> [B, T + 2, D]: <start> before and <end> right after each sentence.
         Their character part is the CNN over a `<missing>` character (example.Example)."""
@@ -190,8 +189,8 @@ class Encoder(nn.Module):
         if self.boundary_tokens:
             x, run_lengths = self._add_boundaries(x, lengths), lengths + 2
         x = drop(x, keep)
-        h1 = drop(self._run(self.lstm1, x, run_lengths), keep)
-        h2 = drop(self._run(self.lstm2, h1, run_lengths), keep)
+        h1 = drop(bilstm(self.lstm1, x, run_lengths), keep)
+        h2 = drop(bilstm(self.lstm2, h1, run_lengths), keep)
         if self.boundary_tokens:  # back to the real words; <end>'s outputs become padding
             h1, h2 = (h[:, 1: t + 1] * mask[..., None] for h in (h1, h2))
         return Encoded(h1[..., : self.d1], h1[..., self.d1:], torch.cat([h1, h2], -1), mask,
