@@ -21,7 +21,7 @@ def _packed(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tens
 def test_bilstm_equals_torch_lstm_on_packed_sentences(proj):
     torch.manual_seed(0)
     lstm = nn.LSTM(5, 12, batch_first=True, bidirectional=True, proj_size=proj).double()
-    lengths = torch.tensor([7, 3, 1, 5])
+    lengths = torch.tensor([6, 3, 1, 5])  # the longest is shorter than the batch (T = 7)
     x = torch.randn(4, 7, 5, dtype=torch.float64, requires_grad=True)
     ours, theirs = bilstm(lstm, x, lengths), _packed(lstm, x, lengths)
     assert ours.shape == theirs.shape == (4, 7, 2 * (proj or 12))
@@ -54,9 +54,16 @@ def test_reverse_within_reverses_each_sentence_and_is_its_own_inverse():
     assert torch.equal(reverse_within(out, lengths), x)
 
 
-def test_char_cnn_encodes_each_distinct_spelling_once_with_the_same_vectors():
+def test_bilstm_refuses_empty_sentences():
+    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    with pytest.raises(ValueError, match="at least one position"):
+        bilstm(lstm, torch.randn(2, 3, 3), torch.tensor([3, 0]))
+
+
+@pytest.mark.parametrize("boundaries", [True, False])
+def test_char_cnn_encodes_each_distinct_spelling_once_with_the_same_vectors(boundaries):
     torch.manual_seed(0)
-    cnn = CharCNN(n_chars=10, dim=4, widths=[2, 3], filters=5, boundaries=True)
+    cnn = CharCNN(n_chars=10, dim=4, widths=[2, 3], filters=5, boundaries=boundaries)
     chars = torch.tensor([[[1, 2, 3], [4, 5, 0], [1, 2, 3]],
                           [[4, 5, 0], [0, 0, 0], [0, 0, 0]]])
     rows = []

@@ -9,9 +9,12 @@ Outputs at padded positions are zero, as `pad_packed_sequence` leaves them.
 Why not call `nn.LSTM` on a packed sequence: on CPU, its backward pass fills a zero tensor the
 size of the whole layer's input gates once per time step and adds into it, and that is
 quadratic in the sentence length. A profile of a `small` CVT step put this at about a quarter
-of the step's time. torch's oneDNN LSTM kernel cannot help, because it has no projections.
-Here the input-to-gate products of every time step and both directions are one batched
-matmul, and each step then costs one batched matmul per direction pair.
+of the step's time. torch's oneDNN LSTM kernel cannot help: torch uses it neither for packed
+input nor with projections. Here the input-to-gate products of every time step and both
+directions are one batched matmul, and each step then costs one batched matmul per direction
+pair. It is the same function as torch's; float32 results differ by rounding only (the sums
+run in another order), so runs before this loop existed are not reproduced bit for bit. On a
+GPU, cuDNN's packed LSTM would be the faster choice; CVT trains on CPU only today.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def bilstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tenso
     them (out = proj_size, or hidden_size without a projection)."""
     if not (lstm.bidirectional and lstm.batch_first and lstm.num_layers == 1 and lstm.bias):
         raise ValueError("bilstm needs a one-layer, batch-first, bidirectional LSTM with biases")
+    if int(lengths.min()) < 1:
+        raise ValueError("bilstm: every sentence needs at least one position")
     b, t, _ = x.shape
     hidden, proj = lstm.hidden_size, lstm.proj_size
     # torch's gate order: input, forget, cell, output
@@ -60,4 +65,5 @@ def bilstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tenso
         outputs.append(h)
     out = torch.stack(outputs, dim=2)  # [2, B, T, out]
     real = torch.arange(t, device=x.device)[None, :] < lengths.to(x.device)[:, None]
-    return torch.cat([out[0], reverse_within(out[1], lengths)], dim=-1) * real[..., None]
+    both = torch.cat([out[0], reverse_within(out[1], lengths)], dim=-1)
+    return torch.where(real[..., None], both, 0.0)

@@ -275,7 +275,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             done = step + 1
             if done % 25 == 0 or done == steps:
                 log.write({"step": done, "lr": scheduler.get_last_lr()[0], **last,
-                           "seconds": round(elapsed + time.time() - t0, 1)})
+                           "seconds": round(elapsed + time.time() - t0, 3)})
             stop = signals.requested and done < steps
             if done < steps and (stop or (save_every and done % save_every == 0)):
                 _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
