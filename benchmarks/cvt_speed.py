@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import torch
 
 from electra.cvt.run import TrainSettings, run_train
+from electra.device import cpu_name
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 LOG_EVERY = 25  # electra.cvt.train logs every 25 steps
@@ -47,17 +47,6 @@ def time_run(cvt: bool, steps: int, args: argparse.Namespace) -> dict:
             "intervals": [round(x, 3) for x in per_step]}
 
 
-def cpu_model() -> str:
-    """The CPU's name from /proc/cpuinfo where there is one (platform gives only x86_64)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=100, help="steps per run (multiple of 25, "
@@ -73,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.error(f"--steps must be a multiple of {LOG_EVERY}, at least {2 * LOG_EVERY}")
     torch.set_num_threads(args.threads)
     result = {"preset": args.preset, "threads": args.threads, "steps": args.steps,
-              "cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+              "cpu": cpu_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "torch": torch.__version__,
               "supervised": time_run(False, args.steps, args),
               "cvt": time_run(True, args.steps, args)}

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
-from electra.device import ALLOW_SLOW_BF16, slow_bf16_reason, to_device
+from electra.device import ALLOW_SLOW_BF16, cpu_name, slow_bf16_reason, to_device
 from electra.model.encoder import (
     compile_layers,
     known_padding,
@@ -455,16 +455,6 @@ def device_report(args: argparse.Namespace, presets: list[str], seq_lens: list[i
 
 
 # ----------------------------------------------------------------------------- main
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def to_json(report: dict) -> str:
     """Indented JSON with flat lists on one line, so step-time lists stay readable."""
     text = json.dumps(report, indent=1)

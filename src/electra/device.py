@@ -9,6 +9,7 @@ is refused with the reason instead of running for days. ELECTRA_ALLOW_SLOW_BF16=
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 import torch
@@ -26,6 +27,18 @@ def _cpuinfo_flags() -> set[str]:
         return set()
     return {flag for line in text.splitlines() if line.startswith(("flags", "Features"))
             for flag in line.partition(":")[2].split()}
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo where there is one (`platform` gives only
+    x86_64 on Linux), for benchmark reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def cpu_has_fast_bf16() -> bool:
