@@ -39,6 +39,8 @@ def test_benchmark_caches_runs_and_summarises(tmp_path, monkeypatch, capsys):
     assert row["metric"] == "las" and len(row["supervised"]["runs"]) == 2
     assert row["cvt_gain"] == round(row["cvt"]["median"] - row["supervised"]["median"], 2)
     assert len(rows[("chunk", "full")]["multitask"]["runs"]) == 2
+    assert row["multitask_gain"] == round(row["multitask"]["median"]
+                                          - row["supervised"]["median"], 2)
     one = json.loads(runs[0].read_text())
     assert one["train_sentences"] in ({"chunk": 10}, {"dep": 10}, {"chunk": 24}, {"dep": 24},
                                       {"chunk": 10, "dep": 10}, {"chunk": 24, "dep": 24})

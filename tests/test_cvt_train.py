@@ -15,8 +15,9 @@ from electra.cli import main
 from electra.cvt.batch import Sampler
 from electra.cvt.config import make_config
 from electra.cvt.model import load_model_dir
-from electra.cvt.run import TrainSettings, run_train
+from electra.cvt.run import TrainSettings, run_evaluate, run_train
 from electra.cvt.train import EMA, lr_factor
+from electra.errors import ElectraError
 
 
 @pytest.fixture()
@@ -147,6 +148,36 @@ def test_word_vectors_initialise_embeddings(data, tmp_path):
     model, vocab, _ = load_model_dir(out / "model")
     row = model.encoder.word_embed.weight[vocab.word_id("dog")]
     assert torch.allclose(row, torch.full_like(row, 0.5), atol=1e-6)
+
+
+def test_word_vectors_of_the_wrong_width_fail_before_out_is_written(data, tmp_path):
+    vec = tmp_path / "vec.txt"
+    vec.write_text("dog 0.5 0.5 0.5\n")
+    out = tmp_path / "wv"
+    with pytest.raises(ElectraError) as err:
+        run_train(_settings(data, out, steps=1, word_vectors=str(vec), cvt=False))
+    assert str(err.value) == (f"{vec}: the vectors have 3 dimensions, the model's word "
+                              f"embeddings {TINY['word_dim']} (give --set word_dim=3)")
+    assert not out.exists()
+
+
+def test_evaluate_reads_every_tasks_file_before_writing_anything(data, tmp_path):
+    out = tmp_path / "mt"
+    run_train(_settings(data, out, tasks=["chunk", "dep"], steps=1, cvt=False,
+                        data=[f"chunk={data['chunk']}", f"dep={data['ud']}"]))
+    bad = tmp_path / "bad_ud"
+    bad.mkdir()
+    (bad / "dev.conllu").write_text("1\tdog\n")
+    scored = tmp_path / "scored"
+    with pytest.raises(ElectraError, match=f"{bad / 'dev.conllu'}:1"):
+        run_evaluate(str(out / "model"), [f"chunk={data['chunk']}", f"dep={bad}"],
+                     str(scored), split="dev")
+    assert not scored.exists()
+    res = run_evaluate(str(out / "model"), [f"chunk={data['chunk']}", f"dep={data['ud']}"],
+                       str(scored), split="dev")
+    assert sorted(p.name for p in scored.iterdir()) == [
+        "chunk_dev_predictions.txt", "dep_dev_predictions.conllu", "results.json"]
+    assert set(res["scores"]) == {"chunk", "dep"}
 
 
 def test_ner_from_conll2003_files_and_predict_on_bare_words(tmp_path, capsys):

@@ -17,8 +17,15 @@ from electra.cvt.model import CVTModel, load_model_dir
 from electra.cvt.tasks import CVTTask
 from electra.cvt.train import RunData, predict, train
 from electra.cvt.unlabeled import load_sentences
-from electra.cvt.vocab import Vocab, build_vocab, init_embeddings, read_word_vectors
+from electra.cvt.vocab import (
+    Vocab,
+    build_vocab,
+    check_vector_dim,
+    init_embeddings,
+    read_word_vectors,
+)
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 
 
 def data_dirs(tasks: Sequence[str], data: Sequence[str]) -> dict[str, Path]:
@@ -101,6 +108,8 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
         vocab = Vocab.from_json(json.loads((out / "vocab.json").read_text()))
     else:
         vectors = read_word_vectors(s.word_vectors, cfg.max_vocab) if s.word_vectors else None
+        if vectors is not None:  # checked before OUT is written: nothing half-made on error
+            check_vector_dim(s.word_vectors, vectors[1], cfg.word_dim)
         vocab = build_vocab([x.words for v in train_sets.values() for x in v], unlabeled,
                             cfg.max_vocab, vectors[0] if vectors else ())
         out.mkdir(parents=True, exist_ok=True)
@@ -120,9 +129,13 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
     results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, s.resume, s.save_every,
                     progress, model=model)
     results["vocab_size"] = len(vocab.words)
-    results["word_vectors"] = ({"file": s.word_vectors, "found": found} if s.word_vectors
-                               else "random initialisation")
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    if not s.word_vectors:
+        results["word_vectors"] = "random initialisation"
+    elif fresh:
+        results["word_vectors"] = {"file": s.word_vectors, "found": found}
+    else:  # the vectors were copied in when the run started; it restored its trained ones
+        results["word_vectors"] = {"file": s.word_vectors, "found": "see the first start"}
+    write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results
 
 
@@ -144,13 +157,15 @@ def run_evaluate(model_dir: str, data: Sequence[str], out: str, split: str = "de
     model, vocab, tasks = load_model_dir(model_dir)
     dirs = data_dirs([t.name for t in tasks], data)
     res: dict[str, Any] = {"model": model_dir, "split": split, "scores": {}, "predictions": {}}
+    # every task's file is read before any prediction is written: a bad one leaves no output
+    split_sents = {t.name: t.read_file(t.find(dirs[t.name], split)) for t in tasks}
     for task in tasks:
-        sents = task.read_file(task.find(dirs[task.name], split))
+        sents = split_sents[task.name]
         preds = predict(model, task, sents, vocab)
         res["scores"][task.name] = task.score(sents, preds)
         res["predictions"][task.name] = str(task.write(
             Path(out) / f"{task.name}_{split}_predictions{task.suffix}", sents, preds))
-    (Path(out) / "results.json").write_text(json.dumps(res, indent=2) + "\n")
+    write_atomic(Path(out) / "results.json", json.dumps(res, indent=2) + "\n")
     return res
 
 

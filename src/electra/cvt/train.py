@@ -33,6 +33,7 @@ from electra.cvt.modules import cvt_loss, supervised_loss
 from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
 from electra.errors import ElectraError, Preempted
+from electra.fileutil import write_atomic
 from electra.train import checkpoint as ckpt
 from electra.train.preempt import StopSignals
 
@@ -186,7 +187,7 @@ class _Log:
         if path.exists():
             keep = [line for line in path.read_text().splitlines()
                     if line.strip() and json.loads(line)["step"] <= start]
-            path.write_text("".join(line + "\n" for line in keep))
+            write_atomic(path, "".join(line + "\n" for line in keep))
 
     def write(self, record: dict[str, Any]) -> None:
         with open(self.path, "a") as h:
@@ -311,5 +312,5 @@ def finish(model: CVTModel, ema: EMA, data: RunData, vocab: Vocab, out: Path,
         path = task.write(out / f"{task.name}_dev_predictions{task.suffix}",
                           data.dev[task.name], preds)
         results["predictions"][task.name] = str(path)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results

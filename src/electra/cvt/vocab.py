@@ -126,12 +126,18 @@ def read_word_vectors(path: str | Path, max_words: int | None = None
     return words, torch.tensor(rows, dtype=torch.float32)
 
 
+def check_vector_dim(source: str | Path, vectors: torch.Tensor, word_dim: int) -> None:
+    """The vectors must be as wide as the model's word embeddings (`word_dim`)."""
+    if vectors.shape[1] != word_dim:
+        raise ElectraError(f"{source}: the vectors have {vectors.shape[1]} dimensions, the "
+                           f"model's word embeddings {word_dim} (give --set "
+                           f"word_dim={vectors.shape[1]})")
+
+
 def init_embeddings(weight: torch.Tensor, vocab: Vocab, words: Sequence[str],
                     vectors: torch.Tensor) -> int:
     """Copy the vectors of vocabulary words into `weight`; returns how many were found."""
-    if vectors.shape[1] != weight.shape[1]:
-        raise ElectraError(f"word vectors have {vectors.shape[1]} dimensions, the model's "
-                           f"word embeddings {weight.shape[1]} (set --word-dim)")
+    check_vector_dim("word vectors", vectors, weight.shape[1])
     found = 0
     with torch.no_grad():
         for w, vec in zip(words, vectors, strict=True):
