@@ -148,6 +148,9 @@ def test_word_vectors_initialise_embeddings(data, tmp_path):
     model, vocab, _ = load_model_dir(out / "model")
     row = model.encoder.word_embed.weight[vocab.word_id("dog")]
     assert torch.allclose(row, torch.full_like(row, 0.5), atol=1e-6)
+    res = run_train(_settings(data, out, steps=2, word_vectors=str(vec), cvt=False,
+                              overrides={**TINY, "lr": 1e-9}, resume=True))
+    assert res["steps"] == 2 and res["word_vectors"] == {"file": str(vec), "found": 1}
 
 
 def test_word_vectors_of_the_wrong_width_fail_before_out_is_written(data, tmp_path):

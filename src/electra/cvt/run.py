@@ -23,6 +23,7 @@ from electra.cvt.vocab import (
     check_vector_dim,
     init_embeddings,
     read_word_vectors,
+    vector_rows,
 )
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
@@ -120,6 +121,8 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
     found = 0
     if vectors is not None:  # a resumed run restores its (trained) embeddings instead
         found = init_embeddings(model.encoder.word_embed.weight, vocab, *vectors)
+    elif s.word_vectors:  # resumed: count what its start copied in, for results.json
+        found = len(vector_rows(vocab, read_word_vectors(s.word_vectors, cfg.max_vocab)[0]))
     if s.steps is not None:
         steps = s.steps
     else:
@@ -129,12 +132,8 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
     results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, s.resume, s.save_every,
                     progress, model=model)
     results["vocab_size"] = len(vocab.words)
-    if not s.word_vectors:
-        results["word_vectors"] = "random initialisation"
-    elif fresh:
-        results["word_vectors"] = {"file": s.word_vectors, "found": found}
-    else:  # the vectors were copied in when the run started; it restored its trained ones
-        results["word_vectors"] = {"file": s.word_vectors, "found": "see the first start"}
+    results["word_vectors"] = ({"file": s.word_vectors, "found": found} if s.word_vectors
+                               else "random initialisation")
     write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results
 

@@ -134,15 +134,19 @@ def check_vector_dim(source: str | Path, vectors: torch.Tensor, word_dim: int) -
                            f"word_dim={vectors.shape[1]})")
 
 
+def vector_rows(vocab: Vocab, words: Sequence[str]) -> list[tuple[int, int]]:
+    """(index in `words`, vocabulary row) of each vector word the vocabulary holds (not the
+    padding and unknown rows 0 and 1)."""
+    rows = ((k, vocab.word_index.get(w)) for k, w in enumerate(words))
+    return [(k, i) for k, i in rows if i is not None and i > 1]
+
+
 def init_embeddings(weight: torch.Tensor, vocab: Vocab, words: Sequence[str],
                     vectors: torch.Tensor) -> int:
     """Copy the vectors of vocabulary words into `weight`; returns how many were found."""
     check_vector_dim("word vectors", vectors, weight.shape[1])
-    found = 0
+    rows = vector_rows(vocab, words)
     with torch.no_grad():
-        for w, vec in zip(words, vectors, strict=True):
-            i = vocab.word_index.get(w)
-            if i is not None and i > 1:
-                weight[i] = vec
-                found += 1
-    return found
+        for k, i in rows:
+            weight[i] = vectors[k]
+    return len(rows)
