@@ -15,8 +15,9 @@ Prints a JSON object and a markdown table; both are also written to WORK/results
 WORK/results.md, with every fine-tuning run's results.json under WORK/{pretrained,random}/TASK.
 Each run is cached: WORK/START/TASK/job.json records the starting weights' SHA-256 and the
 settings, and a run whose record matches is not trained again. So an interrupted benchmark
-resumes, and a second pre-trained model compared in the same WORK reuses the random baseline
-(same architecture, tokenizer and `--init-seed` give the same random weights).
+resumes, a second pre-trained model compared in the same WORK reuses the random baseline
+(same architecture, tokenizer and `--init-seed` give the same random weights), and a larger
+`--seeds` trains only the seeds not yet run (in WORK/START/TASK/seeds-A-B).
 
     python benchmarks/finetune_transfer.py --model runs/demo/pretrain/final/discriminator
     python benchmarks/finetune_transfer.py            # runs `electra demo` into WORK/demo first
@@ -100,20 +101,50 @@ def _set_threads(n: int) -> None:
 
 
 def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
-                  settings: FinetuneSettings, progress: bool) -> tuple[dict, float]:
+                  settings: FinetuneSettings, progress: bool) -> dict:
+    """Seeds `settings.seed`.. of one task from one start, reusing every cached block of them
+    (see `seed_blocks`) and fine-tuning only the missing seeds, as one new block."""
     record = job_record(model_dir, task, glue, settings)
-    cached = cached_result(out, record)
-    if cached is not None:
+    wanted = range(settings.seed, settings.seed + settings.seeds)
+    found: dict[int, dict] = {}
+    blocks: list[tuple[Path, dict, float]] = []
+    for block in seed_blocks(out):
+        cached = cached_result(block, record)
+        new = [s for s in cached[0]["seeds"] if s["seed"] in wanted and s["seed"] not in found] \
+            if cached else []
+        if new:
+            found.update((s["seed"], s) for s in new)
+            blocks.append((block, *cached))
+    missing = [s for s in wanted if s not in found]
+    if missing:
+        first, last = missing[0], missing[-1]
+        taken = cached_result(out, record) is not None  # never overwrite a matching block
+        block = out / f"seeds-{first}-{last}" if taken else out
+        part = dataclasses.replace(settings, seed=first, seeds=last - first + 1)
+        print(f"==> {task}: {out.parent.name}: seeds {first}-{last}",
+              file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        (block / "job.json").unlink(missing_ok=True)  # no stale record beside new results
+        res = finetune(model_dir, task, glue, block, part, show_progress=progress)
+        seconds = round(time.perf_counter() - start, 1)
+        write_atomic(block / "job.json", json.dumps(
+            {**record, "settings": dataclasses.asdict(part), "seconds": seconds}, indent=2) + "\n")
+        found.update((s["seed"], s) for s in res["seeds"] if s["seed"] not in found)
+        blocks.append((block, res, seconds))
+    else:
         print(f"==> {task}: {out.parent.name}: cached in {out}", file=sys.stderr, flush=True)
-        return cached
-    print(f"==> {task}: {out.parent.name} ({settings.seeds} seed(s))", file=sys.stderr,
-          flush=True)
-    start = time.perf_counter()
-    (out / "job.json").unlink(missing_ok=True)  # no stale record beside new results
-    res = finetune(model_dir, task, glue, out, settings, show_progress=progress)
-    seconds = round(time.perf_counter() - start, 1)
-    write_atomic(out / "job.json", json.dumps({**record, "seconds": seconds}, indent=2) + "\n")
-    return res, seconds
+    res = blocks[0][1]
+    return {"seeds": [found[s] for s in wanted],
+            "results": [str(block / "results.json") for block, _, _ in blocks],
+            "train_examples": res["num_train_examples"], "epochs": res["settings"]["epochs"],
+            "lr": res["settings"]["lr"], "seconds": round(sum(s for _, _, s in blocks), 1)}
+
+
+def seed_blocks(out: Path) -> list[Path]:
+    """Where one task's fine-tuning runs from one start live: OUT holds the first block of
+    seeds, and a later call with more `--seeds` adds only the new ones as OUT/seeds-A-B, so
+    going from 3 seeds to 5 costs two runs, not five."""
+    return [out, *sorted(out.glob("seeds-*-*"))]
 
 
 def job_record(model_dir: Path, task: str, glue: Path, settings: FinetuneSettings) -> dict:
@@ -128,14 +159,21 @@ def job_record(model_dir: Path, task: str, glue: Path, settings: FinetuneSetting
             "sha256": {k: sha256_file(f) for k, f in files.items() if f.is_file()}}
 
 
-def cached_result(out: Path, record: dict) -> dict | None:
+def cached_result(out: Path, record: dict) -> tuple[dict, float] | None:
+    """OUT's results and training seconds if its job.json matches `record` in everything but
+    which seeds it ran."""
     job, results = out / "job.json", out / "results.json"
     if not (job.is_file() and results.is_file()):
         return None
     stored = json.loads(job.read_text())
-    if {k: v for k, v in stored.items() if k != "seconds"} != record:
+    if _seedless(stored) != _seedless(record):
         return None
     return json.loads(results.read_text()), stored.get("seconds", 0.0)
+
+
+def _seedless(record: dict) -> dict:
+    settings = {k: v for k, v in record["settings"].items() if k not in ("seed", "seeds")}
+    return {**{k: v for k, v in record.items() if k != "seconds"}, "settings": settings}
 
 
 def train_cap(args: argparse.Namespace, task: str) -> int | None:
@@ -200,14 +238,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     rows: dict = {}
     runs: dict = {s: {} for s in STARTS}
-    for (task_name, start), (res, seconds) in zip(jobs, done, strict=True):
+    for (task_name, start), job in zip(jobs, done, strict=True):
         key = primary_key(get_task(task_name))
         row = rows.setdefault(task_name, {"metric": key})
-        row[start] = summary([s["scores"][key] for s in res["seeds"]])
-        runs[start][task_name] = {"results": str(work / start / task_name / "results.json"),
-                                  "train_examples": res["num_train_examples"],
-                                  "epochs": res["settings"]["epochs"],
-                                  "lr": res["settings"]["lr"], "seconds": seconds}
+        row[start] = summary([s["scores"][key] for s in job.pop("seeds")])
+        runs[start][task_name] = job
     for row in rows.values():
         row["delta_median"] = row["pretrained"]["median"] - row["random"]["median"]
 

@@ -70,7 +70,8 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
         row = res["tasks"][task]
         assert row["metric"] == metric
         for start in ("pretrained", "random"):
-            saved = json.loads(Path(res["runs"][start][task]["results"]).read_text())
+            [results] = res["runs"][start][task]["results"]
+            saved = json.loads(Path(results).read_text())
             values = [s["scores"][metric] for s in saved["seeds"]]
             assert row[start]["values"] == values and len(values) == 2
             assert saved["settings"]["layerwise_decay"] == 1.0
@@ -86,7 +87,7 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
     # Cached per run: the same call trains nothing again; another pre-trained model in the
     # same WORK retrains only its own runs and reuses the random baseline.
     def stamps() -> dict:
-        return {(s, t): Path(res["runs"][s][t]["results"]).stat().st_mtime_ns
+        return {(s, t): Path(res["runs"][s][t]["results"][0]).stat().st_mtime_ns
                 for s in ("pretrained", "random") for t in ("RTE", "CoLA")}
     before = stamps()
     again = bench.main(args)
@@ -97,6 +98,18 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
     assert all(after[("random", t)] == before[("random", t)] for t in ("RTE", "CoLA"))
     assert all(after[("pretrained", t)] != before[("pretrained", t)] for t in ("RTE", "CoLA"))
     assert third["tasks"]["RTE"]["random"] == res["tasks"]["RTE"]["random"]
+
+    # More seeds later: only the new seed is trained, in its own block beside the first.
+    more = bench.main([*args[:1], str(other), *args[2:], "--seeds", "3"])  # last one wins
+    assert stamps() == after
+    for task in ("RTE", "CoLA"):
+        for start in ("pretrained", "random"):
+            first, added = more["runs"][start][task]["results"]
+            assert Path(added).parent == tmp_path / "work" / start / task / "seeds-3-3"
+            assert [s["seed"] for s in json.loads(Path(added).read_text())["seeds"]] == [3]
+            values = more["tasks"][task][start]["values"]
+            assert len(values) == 3
+            assert values[:2] == third["tasks"][task][start]["values"]
 
 
 @pytest.mark.slow
