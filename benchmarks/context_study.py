@@ -164,9 +164,10 @@ def prepare_data(work: Path, corpus: list[str] | None) -> Path:
     if (data_dir / "manifest.json").exists():
         return data_dir
     corpus = corpus or [str(fetch_wiki_corpus())]
-    train_vocab(corpus, 8192, work / "vocab", overwrite=True)
+    bars = sys.stderr.isatty()  # progress bars on a terminal only, not in nohup logs
+    train_vocab(corpus, 8192, work / "vocab", overwrite=True, show_progress=bars)
     prepare_corpus(corpus, work / "vocab", SEQ_LEN, data_dir, seed=1,
-                   heldout_fraction=HELDOUT_FRACTION, overwrite=True)
+                   heldout_fraction=HELDOUT_FRACTION, overwrite=True, show_progress=bars)
     return data_dir
 
 
