@@ -57,7 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=Path("runs/finetune_transfer"))
     p.add_argument("--glue", type=Path, default=SHARED / "glue")
     p.add_argument("--tasks", default="CoLA,SST-2,RTE")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds 1..N per task and "
+                   "start (default 3)")
     p.add_argument("--max-train-examples", type=int, default=None,
                    help="train on the first K examples of each task (default: all)")
     p.add_argument("--max-train-examples-sst2", type=int, default=10000,
@@ -76,7 +77,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "1: on a shared machine, OpenMP threads waiting for a busy core make "
                    "multi-threaded steps several times slower)")
     p.add_argument("--progress", action="store_true", help="progress bars (with --jobs 1)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error(f"--seeds: at least 1, got {args.seeds}")
+    return args
 
 
 def demo_model(work: Path, steps: int | None) -> Path:
@@ -103,7 +107,8 @@ def _set_threads(n: int) -> None:
 def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
                   settings: FinetuneSettings, progress: bool) -> dict:
     """Seeds `settings.seed`.. of one task from one start, reusing every cached block of them
-    (see `seed_blocks`) and fine-tuning only the missing seeds, as one new block."""
+    (see `seed_blocks`) and fine-tuning only the missing seeds, one new block per run of
+    consecutive ones."""
     record = job_record(model_dir, task, glue, settings)
     wanted = range(settings.seed, settings.seed + settings.seeds)
     found: dict[int, dict] = {}
@@ -115,13 +120,15 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
         if new:
             found.update((s["seed"], s) for s in new)
             blocks.append((block, *cached))
-    missing = [s for s in wanted if s not in found]
-    if missing:
-        first, last = missing[0], missing[-1]
+    missing = consecutive_runs([s for s in wanted if s not in found])
+    if not missing:
+        print(f"==> {task}: {out.parent.name}: cached in "
+              f"{', '.join(str(b) for b, _, _ in blocks)}", file=sys.stderr, flush=True)
+    for first, last in missing:
         taken = cached_result(out, record) is not None  # never overwrite a matching block
         block = out / f"seeds-{first}-{last}" if taken else out
         part = dataclasses.replace(settings, seed=first, seeds=last - first + 1)
-        print(f"==> {task}: {out.parent.name}: seeds {first}-{last}",
+        print(f"==> {task}: {out.parent.name}: seeds {first}-{last} in {block}",
               file=sys.stderr, flush=True)
         start = time.perf_counter()
         (block / "job.json").unlink(missing_ok=True)  # no stale record beside new results
@@ -129,10 +136,8 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
         seconds = round(time.perf_counter() - start, 1)
         write_atomic(block / "job.json", json.dumps(
             {**record, "settings": dataclasses.asdict(part), "seconds": seconds}, indent=2) + "\n")
-        found.update((s["seed"], s) for s in res["seeds"] if s["seed"] not in found)
+        found.update((s["seed"], s) for s in res["seeds"])
         blocks.append((block, res, seconds))
-    else:
-        print(f"==> {task}: {out.parent.name}: cached in {out}", file=sys.stderr, flush=True)
     res = blocks[0][1]
     return {"seeds": [found[s] for s in wanted],
             "results": [str(block / "results.json") for block, _, _ in blocks],
@@ -140,11 +145,25 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
             "lr": res["settings"]["lr"], "seconds": round(sum(s for _, _, s in blocks), 1)}
 
 
+def consecutive_runs(seeds: list[int]) -> list[tuple[int, int]]:
+    """[1, 2, 4] -> [(1, 2), (4, 4)]."""
+    runs: list[tuple[int, int]] = []
+    for s in seeds:
+        if runs and runs[-1][1] == s - 1:
+            runs[-1] = (runs[-1][0], s)
+        else:
+            runs.append((s, s))
+    return runs
+
+
 def seed_blocks(out: Path) -> list[Path]:
     """Where one task's fine-tuning runs from one start live: OUT holds the first block of
     seeds, and a later call with more `--seeds` adds only the new ones as OUT/seeds-A-B, so
-    going from 3 seeds to 5 costs two runs, not five."""
-    return [out, *sorted(out.glob("seeds-*-*"))]
+    going from 3 seeds to 5 costs two runs, not five. (A block's results.json may hold more
+    seeds than a call uses; its summary and model/ are that block's own.)"""
+    def first_seed(block: Path) -> int:
+        return int(block.name.split("-")[1])
+    return [out, *sorted(out.glob("seeds-[0-9]*-[0-9]*"), key=first_seed)]
 
 
 def job_record(model_dir: Path, task: str, glue: Path, settings: FinetuneSettings) -> dict:

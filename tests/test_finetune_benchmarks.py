@@ -56,6 +56,48 @@ def test_train_caps() -> None:
     assert (bench.train_cap(args, "SST-2"), bench.train_cap(args, "CoLA")) == (500, 500)
 
 
+def test_seed_blocks_train_only_the_missing_seeds(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _load("finetune_transfer")
+    calls = []
+
+    def fake_finetune(model_dir, task, glue, out, settings, show_progress=False) -> dict:
+        calls.append((out.name, settings.seed, settings.seeds))
+        seeds = [{"seed": s, "scores": {"accuracy": s + (settings.epochs or 0)}}
+                 for s in range(settings.seed, settings.seed + settings.seeds)]
+        res = {"seeds": seeds, "num_train_examples": 8,
+               "settings": {"epochs": settings.epochs, "lr": 3e-4}}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(res))
+        return res
+
+    monkeypatch.setattr(bench, "finetune", fake_finetune)
+    model, glue = tmp_path / "model", tmp_path / "glue"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out = tmp_path / "work" / "random" / "RTE"
+
+    def job(seeds: int, epochs: float | None = None) -> dict:
+        settings = bench.FinetuneSettings(seeds=seeds, epochs=epochs)
+        return bench._finetune_job(model, "RTE", glue, out, settings, False)
+
+    job(2)
+    job(3)  # adds seed 3 only
+    assert calls == [("RTE", 1, 2), ("seeds-3-3", 3, 1)]
+    job(2, epochs=5.0)  # other settings replace the first block; seeds-3-3 stays
+    calls.clear()
+    res = job(4)  # seeds 1-2 again (their block was replaced), 3 from its block, 4 new
+    assert calls == [("RTE", 1, 2), ("seeds-4-4", 4, 1)]
+    assert [s["scores"]["accuracy"] for s in res["seeds"]] == [1, 2, 3, 4]
+    # cached blocks first, then the new ones
+    assert [Path(r).parent.name for r in res["results"]] == ["seeds-3-3", "RTE", "seeds-4-4"]
+    calls.clear()
+    assert job(4)["seeds"] == res["seeds"] and calls == []
+    assert bench.consecutive_runs([1, 2, 4, 6, 7]) == [(1, 2), (4, 4), (6, 7)]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--seeds", "0"])
+
+
 @pytest.mark.skipif(not (GLUE / "RTE").is_dir(), reason=f"GLUE absent ({GLUE})")
 def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
                                        capsys: pytest.CaptureFixture) -> None:
