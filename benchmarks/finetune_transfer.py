@@ -115,18 +115,21 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
     blocks: list[tuple[Path, dict, float]] = []
     for block in seed_blocks(out):
         cached = cached_result(block, record)
-        new = [s for s in cached[0]["seeds"] if s["seed"] in wanted and s["seed"] not in found] \
-            if cached else []
+        if cached is None:
+            continue
+        res, seconds = cached
+        new = [s for s in res["seeds"] if s["seed"] in wanted and s["seed"] not in found]
         if new:
             found.update((s["seed"], s) for s in new)
-            blocks.append((block, *cached))
+            blocks.append((block, res, seconds))
     missing = consecutive_runs([s for s in wanted if s not in found])
     if not missing:
         print(f"==> {task}: {out.parent.name}: cached in "
               f"{', '.join(str(b) for b, _, _ in blocks)}", file=sys.stderr, flush=True)
+    out_free = cached_result(out, record) is None  # a matching first block is never overwritten
     for first, last in missing:
-        taken = cached_result(out, record) is not None  # never overwrite a matching block
-        block = out / f"seeds-{first}-{last}" if taken else out
+        block = out if out_free else out / f"seeds-{first}-{last}"
+        out_free = False
         part = dataclasses.replace(settings, seed=first, seeds=last - first + 1)
         print(f"==> {task}: {out.parent.name}: seeds {first}-{last} in {block}",
               file=sys.stderr, flush=True)
