@@ -27,6 +27,9 @@ def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "tiny-local" in out and "transformers would ignore its ALiBi bias" in out
     assert report["steps"] == 2
+    # 2 steps of batch 4: each training example read 8 / N times on average
+    assert report["data_passes"] == pytest.approx(8 / report["train_examples"])
+    assert f"each read {8 / report['train_examples']:.1f} times" in out
     config = json.loads((tmp_path / "demo" / "pretrain" / "config.json").read_text())["config"]
     assert config["model"]["position_bias"] == "alibi"
     assert config["objective"]["disc_bias_init"] == "base-rate"

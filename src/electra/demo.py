@@ -121,6 +121,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         "vocab_checksum": vocab_checksum(vocab_dir),
         "steps": summary["steps"],
         "tokens": summary["examples"] * SEQ_LEN,
+        "data_passes": summary["data_passes"],
         "train_flops": summary["flops"],
         "train_seconds": summary["train_seconds"],
         "tokens_per_s": summary["last"]["tokens_per_s"],
@@ -154,7 +155,8 @@ def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
         ("training FLOPs", f"{r['train_flops']:.3e} (section 5.2.2 rules)"),
         ("throughput", f"{r['tokens_per_s']:,.0f} tokens/s (last log window)"),
         ("wall time", f"{r['train_seconds']:.0f} s training, {r['total_seconds']:.0f} s total"),
-        ("data", f"{r['train_examples']:,} train / {r['heldout_examples']:,} held-out examples"),
+        ("data", f"{r['train_examples']:,} train / {r['heldout_examples']:,} held-out examples"
+                 f", each read {r['data_passes']:.1f} times on average"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = ["", "ELECTRA demo summary", "=" * 60]

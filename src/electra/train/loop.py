@@ -240,9 +240,12 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
             final[name] = str(export_module(module, out / "final" / name,
                                             data_dir / "tokenizer", extra))
     barrier(info)
+    # How often the run read its training text: at small scale, transfer fell where this was
+    # large (README "More text paid where more steps did not"), so runs report it.
+    passes = step * tc.batch_size / len(data)
     return {"steps": step, "flops": step * step_flops, "train_seconds": elapsed,
-            "examples": step * tc.batch_size, "last": last_record, "final": final,
-            "out": str(out), "world_size": info.world_size}
+            "examples": step * tc.batch_size, "data_passes": passes, "last": last_record,
+            "final": final, "out": str(out), "world_size": info.world_size}
 
 
 def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
