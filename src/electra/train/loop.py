@@ -240,11 +240,11 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
             final[name] = str(export_module(module, out / "final" / name,
                                             data_dir / "tokenizer", extra))
     barrier(info)
-    # How often the run read its training text: at small scale, transfer fell where this was
-    # large (README "More text paid where more steps did not"), so runs report it.
-    passes = step * tc.batch_size / len(data)
+    examples = step * tc.batch_size
+    # data_passes: how often the run read its training text; at small scale transfer fell
+    # where this was large (README "More text paid where more steps did not").
     return {"steps": step, "flops": step * step_flops, "train_seconds": elapsed,
-            "examples": step * tc.batch_size, "data_passes": passes, "last": last_record,
+            "examples": examples, "data_passes": examples / len(data), "last": last_record,
             "final": final, "out": str(out), "world_size": info.world_size}
 
 
