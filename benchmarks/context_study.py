@@ -202,16 +202,25 @@ def count_baseline(work: Path, data_dir: Path) -> dict[str, float]:
     return result
 
 
+def probe_curve(curve: list[dict]) -> str:
+    """Unigram-fake AUC at each probe after step 0; a run with no discriminator (the MLM
+    objectives) has none, so its held-out MLM accuracy stands there, marked as such."""
+    if any("heldout_auc_unigram" in p for p in curve):
+        key, label = "heldout_auc_unigram", ""
+    else:
+        key, label = "heldout_mlm_acc", "MLM accuracy: "
+    return label + " ".join(f"{p.get(key, float('nan')):.2f}" for p in curve[1:])
+
+
 def markdown(rows: list[dict], counts: dict[str, float]) -> str:
     lines = ["| variant | what it tests | steps | train FLOPs | minutes | unigram-fake AUC, "
              "at each probe (every 1/8 of the run) | final uniform-fake AUC | final token cosine |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        curve = " ".join(f"{p.get('heldout_auc_unigram', float('nan')):.2f}"
-                         for p in r["curve"][1:])
         final = r["final"]
         lines.append(f"| {r['name']} (seed {r['seed']}) | {r['what']} | {r['steps']} | "
-                     f"{r['flops']:.2e} | {r['train_seconds'] / 60:.1f} | {curve} | "
+                     f"{r['flops']:.2e} | {r['train_seconds'] / 60:.1f} | "
+                     f"{probe_curve(r['curve'])} | "
                      f"{final.get('heldout_auc_uniform', float('nan')):.3f} | "
                      f"{final.get('heldout_token_cosine', float('nan')):.2f} |")
     lines.append(f"| bigram counts | no learning: training-split counts | 0 | 0 | - | "
