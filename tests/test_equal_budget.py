@@ -46,30 +46,3 @@ def test_a_work_directory_keeps_its_settings(tmp_path):
     with pytest.raises(SystemExit, match="preset: 'tiny' there, 'tiny-local' now"):
         equal_budget.pin_settings(tmp_path, {"preset": "tiny-local", "layerwise_decay": None})
 
-
-context_study = pytest.importorskip("context_study")
-
-
-@pytest.mark.parametrize("variant,objective,multiplier", [
-    ("base-rate+alibi-steep", "electra", 0.5), ("mlm+alibi-steep", "mlm", 0.5),
-    ("all-tokens-mlm+alibi-steep", "all-tokens-mlm", 0.5),
-    ("replace-mlm+alibi-steep", "replace-mlm", 0.5), ("electra-15+alibi-steep", "electra-15", 0.5),
-    ("base-rate+alibi-steep-gen0.125", "electra", 0.125),
-    ("base-rate+alibi-steep-gen1", "electra", 1.0)])
-def test_context_study_ladder_variants_spend_the_ladders_budget(variant, objective, multiplier):
-    """The ladder re-run with the CPU recipe (README) goes through the context study's data;
-    its variants must spend the budget `objective_ladder.py` gives them, on the same tiny-local
-    encoder. The study rounds to the nearest step where the ladder rounds down, so the two
-    agree to one step (within half a step's FLOPs of the budget)."""
-    vocab = 8192
-    cfg = context_study.variant_config(context_study.VARIANTS[variant][0], seed=1, seq_len=128,
-                                       vocab_size=vocab, budget_steps=1000)
-    cfg.validate()
-    budget = equal_budget.budget_flops(1000, vocab)
-    per_step = equal_budget.step_cost(equal_budget.run_config(objective, 1, multiplier), vocab)
-    assert abs(cfg.train.steps * per_step - budget) <= per_step / 2
-    assert cfg.train.steps - equal_budget.steps_for_budget(budget, objective, vocab,
-                                                           multiplier) in (0, 1)
-    assert (cfg.objective.name, cfg.objective.generator_multiplier) == (objective, multiplier)
-    assert (cfg.model.position_bias, cfg.model.alibi_max_slope) == ("alibi", 1.0)
-    assert cfg.objective.disc_bias_init == ("base-rate" if objective == "electra" else "zero")
