@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from objective_ladder import LABELS, LADDER
 from sklearn.metrics import roc_auc_score
 
 from electra.config import PretrainConfig, set_dotted
@@ -72,15 +73,16 @@ VARIANTS: dict[str, tuple[dict, str]] = {
 # compares at equal FLOPs. The other objectives keep tiny-local's ALiBi encoder with a zero
 # head bias: the base-rate bias is defined for ELECTRA's all-token head only (as
 # `benchmarks/equal_budget.run_config` sets it for the ladder).
-for _objective, _label in (("mlm", "BERT (MLM)"), ("all-tokens-mlm", "All-Tokens MLM"),
-                           ("replace-mlm", "Replace MLM"), ("electra-15", "ELECTRA 15%")):
-    VARIANTS[f"{_objective}+alibi-steep"] = (
-        {"objective.name": _objective, **ALIBI_STEEP},
-        f"the ladder's {_label} with tiny-local's encoder (zero head bias), equal FLOPs")
-for _size in (0.125, 0.25, 1.0):  # 0.5 is tiny-local's own generator
-    VARIANTS[f"base-rate+alibi-steep-gen{_size:g}"] = (
-        {**TINY_LOCAL, "objective.generator_multiplier": _size},
-        f"tiny-local with a generator {_size:g} times the discriminator's width, equal FLOPs")
+VARIANTS.update({
+    f"{objective}+alibi-steep": (
+        {"objective.name": objective, **ALIBI_STEEP},
+        f"the ladder's {LABELS[objective]} with tiny-local's encoder (zero head bias), equal FLOPs")
+    for objective in LADDER if objective != "electra"})
+VARIANTS.update({  # 0.5 is tiny-local's own generator
+    f"base-rate+alibi-steep-gen{size:g}": (
+        {**TINY_LOCAL, "objective.generator_multiplier": size},
+        f"tiny-local with a generator {size:g} times the discriminator's width, equal FLOPs")
+    for size in (0.125, 0.25, 1.0)})
 
 
 def bigram_pmi_auc(train: PretrainingDataset, probes, weight: float = BIGRAM_WEIGHT

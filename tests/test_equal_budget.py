@@ -45,4 +45,3 @@ def test_a_work_directory_keeps_its_settings(tmp_path):
     equal_budget.pin_settings(tmp_path, {"preset": "tiny", "layerwise_decay": None})  # same: ok
     with pytest.raises(SystemExit, match="preset: 'tiny' there, 'tiny-local' now"):
         equal_budget.pin_settings(tmp_path, {"preset": "tiny-local", "layerwise_decay": None})
-
