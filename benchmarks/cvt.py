@@ -6,11 +6,13 @@ size (all training sentences, and a fixed random subset such as 1,000), trains t
 preset supervised (`--no-cvt`) and with CVT on the same unlabeled corpus and the same
 vocabulary, and one multi-task CVT model over all the tasks (4.1.2), for each seed. Scores are
 dev scores of the EMA model (chunking: CoNLL-2000 test, which has no dev split); medians over
-seeds, with the gain of CVT over supervised.
+seeds, with the gain of CVT over supervised: the median of the per-seed differences (a seed
+fixes the initialisation and data order of both runs; the subset is one for all seeds).
 
 Each run is cached as WORK/results/NAME-STEPS.json and trains under WORK/runs/NAME with
 checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` per run). Prints
-one JSON object (also written to WORK/summary.json).
+one JSON object (also written to WORK/summary.json) and writes README's table to
+WORK/summary.md.
 
     OMP_NUM_THREADS=1 python benchmarks/cvt.py            # the full grid, 2 runs at a time
     OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
@@ -152,20 +154,24 @@ def main(argv: list[str] | None = None) -> dict:
         for size in sizes:
             row: dict = {"task": task, "metric": METRIC[task], "labeled": size}
             for method in methods:
-                scores = [r["scores"][task][METRIC[task]] for r in runs if r["size"] == size
-                          and task in r["tasks"] and _method(r) == method]
-                secs = [r["train_seconds"] for r in runs if r["size"] == size
-                        and task in r["tasks"] and _method(r) == method]
-                if scores:
+                mine = sorted((r for r in runs if r["size"] == size and task in r["tasks"]
+                               and _method(r) == method), key=lambda r: r["seed"])
+                if mine:
+                    row["train_sentences"] = mine[0]["train_sentences"][task]
+                    scores = [r["scores"][task][METRIC[task]] for r in mine]
                     row[method] = {"median": round(100 * statistics.median(scores), 2),
                                    "runs": [round(100 * s, 2) for s in scores],
-                                   "median_train_seconds": statistics.median(secs)}
+                                   "seeds": [r["seed"] for r in mine],
+                                   "median_train_seconds": statistics.median(
+                                       r["train_seconds"] for r in mine)}
+                    if task == "dep":
+                        row[method]["median_uas"] = round(100 * statistics.median(
+                            r["scores"][task]["uas"] for r in mine), 2)
                     if len(args.stages) > 1:
                         row[method]["curve"] = _curve(staged, task, size, method)
             for method in ("cvt", "multitask"):
                 if "supervised" in row and method in row:
-                    row[f"{method}_gain"] = round(row[method]["median"]
-                                                  - row["supervised"]["median"], 2)
+                    row.update(_paired_gain(row["supervised"], row[method], method))
             table.append(row)
     summary = {"steps_per_run": args.stages[-1], "stages": args.stages, "preset": args.preset,
                "seeds": seeds,
@@ -175,8 +181,59 @@ def main(argv: list[str] | None = None) -> dict:
                "table": table}
     args.work.mkdir(parents=True, exist_ok=True)
     (args.work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (args.work / "summary.md").write_text(markdown(table))
     print(json.dumps(summary, indent=2))
     return summary
+
+
+def _paired_gain(supervised: dict, other: dict, method: str) -> dict:
+    """The gain over supervised training, seed by seed (a seed fixes the initialisation and
+    the data order of both runs), and its median over the seeds both ran."""
+    sup = dict(zip(supervised["seeds"], supervised["runs"], strict=True))
+    per_seed = [round(score - sup[seed], 2)
+                for seed, score in zip(other["seeds"], other["runs"], strict=True) if seed in sup]
+    if not per_seed:
+        return {}
+    return {f"{method}_gain": round(statistics.median(per_seed), 2),
+            f"{method}_gain_per_seed": per_seed}
+
+
+LABELS = {"chunk": "chunk (span F1, CoNLL-2000 test)", "pos": "POS (accuracy, UD EWT dev)",
+          "dep": "dep (LAS / UAS, UD EWT dev)"}
+
+
+def markdown(table: list[dict]) -> str:
+    """The summary as README's table: medians with each seed's score in brackets (dep: LAS /
+    UAS, the seeds' LAS), gains as medians of per-seed differences, median train seconds."""
+    methods = [m for m in ("supervised", "cvt", "multitask") if any(m in r for r in table)]
+    names = {"supervised": "supervised", "cvt": "CVT", "multitask": "multi-task CVT"}
+    gains = [m for m in ("cvt", "multitask") if any(f"{m}_gain" in r for r in table)]
+    head = (["task (metric)", "labeled"] + [names[m] for m in methods]
+            + [f"{names[m]} gain" for m in gains]
+            + [f"train s ({' / '.join(names[m] for m in methods)})"])
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+
+    def seeds(values: list[float]) -> str:
+        return "(" + " / ".join(f"{v:.2f}" for v in values) + ")"
+
+    for r in table:
+        labeled = f"all {r['train_sentences']}" if r["labeled"] == "full" else r["labeled"]
+        cells = [LABELS.get(r["task"], r["task"]), labeled]
+        for m in methods:
+            res = r.get(m)
+            if res is None:
+                cells.append("-")
+                continue
+            uas = f" / {res['median_uas']:.2f}" if "median_uas" in res else ""
+            cells.append(f"{res['median']:.2f}{uas} {seeds(res['runs'])}")
+        for m in gains:
+            gain = r.get(f"{m}_gain")
+            cells.append("-" if gain is None
+                         else f"{gain:+.2f} {seeds(r[f'{m}_gain_per_seed'])}")
+        cells.append(" / ".join(f"{r[m]['median_train_seconds']:.0f}" if m in r else "-"
+                                for m in methods))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _curve(staged: list[list[dict]], task: str, size: str, method: str) -> dict[str, float]:

@@ -1,10 +1,12 @@
 """benchmarks/cvt.py on tiny synthetic data: every run is cached and reused, medians and the
-CVT gain are computed from the runs, multi-task reports every task."""
+CVT gain are computed from the runs (paired by seed), multi-task reports every task, and
+README's table is written as markdown."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -37,10 +39,18 @@ def test_benchmark_caches_runs_and_summarises(tmp_path, monkeypatch, capsys):
     rows = {(r["task"], r["labeled"]): r for r in summary["table"]}
     row = rows[("dep", "10")]
     assert row["metric"] == "las" and len(row["supervised"]["runs"]) == 2
-    assert row["cvt_gain"] == round(row["cvt"]["median"] - row["supervised"]["median"], 2)
+    # gains are paired by seed: the median of the per-seed differences to supervised
+    sup, cvt = row["supervised"], row["cvt"]
+    assert sup["seeds"] == cvt["seeds"] == [0, 1]
+    per_seed = [round(c - s, 2) for s, c in zip(sup["runs"], cvt["runs"], strict=True)]
+    assert row["cvt_gain_per_seed"] == per_seed
+    assert row["cvt_gain"] == round(statistics.median(per_seed), 2)
     assert len(rows[("chunk", "full")]["multitask"]["runs"]) == 2
-    assert row["multitask_gain"] == round(row["multitask"]["median"]
-                                          - row["supervised"]["median"], 2)
+    assert row["multitask_gain_per_seed"] == [
+        round(m - s, 2) for s, m in zip(sup["runs"], row["multitask"]["runs"], strict=True)]
+    table = (tmp_path / "work" / "summary.md").read_text().splitlines()
+    assert len(table) == 2 + 4 and "multi-task CVT gain" in table[0]  # header, rule, 4 rows
+    assert f"| dep (LAS / UAS, UD EWT dev) | 10 | {sup['median']:.2f} / " in table[-1]
     one = json.loads(runs[0].read_text())
     assert one["train_sentences"] in ({"chunk": 10}, {"dep": 10}, {"chunk": 24}, {"dep": 24},
                                       {"chunk": 10, "dep": 10}, {"chunk": 24, "dep": 24})

@@ -16,7 +16,7 @@ from electra.cvt.batch import Sampler
 from electra.cvt.config import make_config
 from electra.cvt.model import load_model_dir
 from electra.cvt.run import TrainSettings, run_evaluate, run_train
-from electra.cvt.train import EMA, lr_factor
+from electra.cvt.train import EMA, lr_factor, supervised_task_index
 from electra.errors import ElectraError
 
 
@@ -92,6 +92,16 @@ def test_sampler_state_is_its_position():
     b.load_state_dict({"epoch": 0, "offset": 2})
     assert [b.next() for _ in range(3)] == first[2:]
     assert sorted(i for batch in first[:4] for i in batch) == list(range(10))
+
+
+def test_multitask_supervised_task_is_drawn_by_sqrt_size_section_4_1_2():
+    """4.1.2: each supervised step trains a task picked at random; as in the reference, with
+    probability proportional to the square root of its training-set size (here 100 vs 900
+    sentences: 1/4 vs 3/4), and the same (seed, step) picks the same task (resume repeats it)."""
+    picks = [supervised_task_index([100, 900], seed=3, step=t) for t in range(4000)]
+    assert abs(picks.count(0) / len(picks) - 0.25) < 0.03
+    assert picks == [supervised_task_index([100, 900], seed=3, step=t) for t in range(4000)]
+    assert picks != [supervised_task_index([100, 900], seed=4, step=t) for t in range(4000)]
 
 
 def test_multitask_cvt_trains_every_task_section_4_1_2(data, tmp_path):

@@ -205,6 +205,15 @@ def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA
     ckpt.commit(tmp, out, step, {"kind": "cvt"}, keep=2)
 
 
+
+def supervised_task_index(sizes: list[int], seed: int, step: int) -> int:
+    """Which task a multi-task run's supervised step `step` trains. Section 4.1.2 picks "a task
+    at random"; the reference weights each by the square root of its training-set size. The
+    draw depends on (seed, step) only, so a resumed run repeats it."""
+    weights = [math.sqrt(n) for n in sizes]
+    return random.Random(seed * 1_000_003 + step).choices(range(len(sizes)), weights)[0]
+
+
 def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
           seed: int, resume: bool = False, save_every: int = 0, progress: bool | None = None,
           model: CVTModel | None = None) -> dict[str, Any]:
@@ -238,8 +247,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             s.load_state_dict(state["samplers"][k])
         elapsed = state["elapsed"]
     params = [p for p in model.parameters()]
-    # 4.1.2 picks "a task at random"; the reference weights each by sqrt(training set size).
-    weights = [math.sqrt(len(data.train[t.name])) for t in data.tasks]
+    sizes = [len(data.train[t.name]) for t in data.tasks]
     log = _Log(out / "metrics.jsonl", start)
 
     def update(loss: torch.Tensor) -> None:
@@ -259,8 +267,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     with StopSignals() as signals:
         for step in range(start, steps):
             model.train()
-            # The task of step `step` depends on (seed, step) only, so resuming repeats it.
-            task = random.Random(seed * 1_000_003 + step).choices(data.tasks, weights)[0]
+            task = data.tasks[supervised_task_index(sizes, seed, step)]
             sents = [data.train[task.name][i] for i in samplers[task.name].next()]
             sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
             update(sup)
