@@ -12,7 +12,8 @@ with its tokenizer, so only the weights differ; seeds vary the head initialisati
 and batch order for both alike.
 
 Prints a JSON object and a markdown table; both are also written to WORK/results.json and
-WORK/results.md, with every fine-tuning run's results.json under WORK/{pretrained,random}/TASK.
+WORK/results.md, with every fine-tuning run's results.json under WORK/{pretrained,random}/TASK
+(the random baseline under `--baseline DIR` instead, when given).
 Each run is cached: WORK/START/TASK/job.json records the starting weights' SHA-256 and the
 settings, and a run whose record matches is not trained again. So an interrupted benchmark
 resumes, a second pre-trained model compared in the same WORK reuses the random baseline
@@ -69,6 +70,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layerwise-decay", type=float, help="default: 0.8 (Table 5.2, Small); 1.0 "
                    "switches it off, which barely-trained lower layers may need")
     p.add_argument("--init-seed", type=int, default=0, help="seed of the random initialisation")
+    p.add_argument("--baseline", type=Path, help="where the random-init weights and their "
+                   "fine-tuning runs are kept (default: WORK); models of one architecture and "
+                   "tokenizer can share one, since a baseline run is cached by the random "
+                   "weights' content")
     p.add_argument("--demo-steps", type=int, help="pre-training steps when running the demo")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--jobs", type=int, default=2, help="fine-tunings run at once, one process "
@@ -238,8 +243,10 @@ def main(argv: list[str] | None = None) -> dict:
             raise ElectraError(f"{args.glue / t}: no train.tsv for {t}")
     model = args.model or demo_model(work, args.demo_steps)
     check_model_dir(model)
+    baseline = args.baseline or work
     starts = {"pretrained": Path(model),
-              "random": random_init(Path(model), work / "random_init", args.init_seed)}
+              "random": random_init(Path(model), baseline / "random_init", args.init_seed)}
+    outs = {"pretrained": work / "pretrained", "random": baseline / "random"}
 
     jobs = [(task_name, start) for task_name in tasks for start in STARTS]
     settings = {t: FinetuneSettings(seeds=args.seeds, epochs=args.epochs, lr=args.lr,
@@ -247,7 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
                                     max_train_examples=train_cap(args, t),
                                     max_eval_examples=args.max_eval_examples, bf16=args.bf16)
                 for t in tasks}
-    calls = [(starts[start], t, args.glue, work / start / t, settings[t],
+    calls = [(starts[start], t, args.glue, outs[start] / t, settings[t],
               args.progress and args.jobs == 1) for t, start in jobs]
     if args.jobs == 1:
         _set_threads(args.threads)

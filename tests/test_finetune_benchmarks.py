@@ -153,6 +153,15 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
             assert len(values) == 3
             assert values[:2] == third["tasks"][task][start]["values"]
 
+    # --baseline: a model in a WORK of its own shares that random baseline, trains only itself.
+    fourth = bench.main([*args[:1], str(other), "--work", str(tmp_path / "work2"), *args[4:],
+                         "--baseline", str(tmp_path / "work")])
+    assert stamps() == after
+    assert fourth["tasks"]["RTE"]["random"] == res["tasks"]["RTE"]["random"]
+    assert fourth["tasks"]["RTE"]["pretrained"] == third["tasks"]["RTE"]["pretrained"]
+    assert (tmp_path / "work2" / "pretrained" / "RTE").is_dir()
+    assert not (tmp_path / "work2" / "random").exists()
+
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (GLUE / "SST-2").is_dir(), reason=f"GLUE absent ({GLUE})")

@@ -1,0 +1,267 @@
+"""The efficiency ladder (dissertation Table 5.7) and the generator-size sweep (section 5.3.2)
+with the CPU recipe, on the text where its pre-training pays (README, "A CPU recipe that
+transfers"): every objective pre-trained at the FLOPs of 9,000 `tiny-local` ELECTRA steps
+(`context_study.py`'s ladder variants), then fine-tuned on CoLA, SST-2 and RTE against one
+random-init baseline (`finetune_transfer.py`, layer-wise decay off), and tabulated.
+
+The text is the recipe's mix: the demo's Wikipedia, `../shared/data/corpus/nltk` and the first
+25,000 IMDB reviews of `../shared/data/corpus/aclImdb/unsup.jsonl.gz` (`<br />` made a line
+break), one vocabulary and one set of shards for all runs.
+
+Everything is cached per run, so the ladder fills over several invocations: a pre-training run
+under WORK/pretrain/runs/VARIANT-b9000-sSEED (it resumes from its last checkpoint), its
+fine-tuning under WORK/transfer/VARIANT-sSEED, the random baseline once under
+WORK/transfer/baseline. One model is about 65 minutes of pre-training and 9 of fine-tuning on
+2 CPU cores. `--table` trains nothing: it tabulates what has finished (WORK/results.md and
+.json, and WORK/ladder.png with matplotlib).
+
+    python benchmarks/ladder_on_mix.py --only mlm+alibi-steep --seeds 1    # one model
+    python benchmarks/ladder_on_mix.py --only electra-15+alibi-steep,replace-mlm+alibi-steep
+    python benchmarks/ladder_on_mix.py --table                              # what has finished
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import context_study
+import finetune_transfer
+from objective_ladder import LABELS, LADDER, PAPER_TABLE_5_7
+
+from electra.errors import ElectraError
+from electra.fileutil import write_atomic
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+BUDGET_STEPS = 9000  # the recipe's ELECTRA run: the budget every objective gets in FLOPs
+IMDB_REVIEWS = 25_000
+TASKS = ("CoLA", "SST-2", "RTE")
+ELECTRA = "base-rate+alibi-steep"  # tiny-local itself, generator 1/2
+# (variant, objective) of the ladder's rows, Table 5.7's order; the generator sweep's
+# (variant, size)
+OBJECTIVES = [(ELECTRA, "electra")] + [
+    (f"{objective}+alibi-steep", objective) for objective in LADDER[1:]]
+GENERATORS = [(f"{ELECTRA}-gen0.125", 0.125), (f"{ELECTRA}-gen0.25", 0.25), (ELECTRA, 0.5),
+              (f"{ELECTRA}-gen1", 1.0)]
+VARIANTS = list(dict.fromkeys(v for v, _ in OBJECTIVES + GENERATORS))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--work", type=Path, default=Path("runs/ladder_mix"))
+    p.add_argument("--only", help=f"comma-separated variants to train (default: all of "
+                   f"{', '.join(VARIANTS)})")
+    p.add_argument("--seeds", default="1", help="pre-training seeds (default: 1)")
+    p.add_argument("--finetune-seeds", type=int, default=3,
+                   help="fine-tuning seeds per task and model (default: 3; medians)")
+    p.add_argument("--table", action="store_true", help="train nothing: tabulate what finished")
+    p.add_argument("--glue", type=Path, default=SHARED / "glue")
+    p.add_argument("--corpus-dir", type=Path, default=SHARED / "corpus")
+    args = p.parse_args(argv)
+    args.variants = args.only.split(",") if args.only else VARIANTS
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        p.error(f"--only: unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    try:
+        args.seed_list = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        p.error(f"--seeds: comma-separated integers, got {args.seeds!r}")
+    return args
+
+
+def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS) -> Path:
+    """The first `n` unlabeled IMDB reviews as JSON lines, `<br />` turned into line breaks
+    (what README's `zcat | head | sed` writes, byte for byte)."""
+    if out.is_file():
+        return out
+    source = corpus_dir / "aclImdb" / "unsup.jsonl.gz"
+    if not source.is_file():
+        raise ElectraError(f"{source}: not found (the IMDB part of the recipe's text mix)")
+    lines = []
+    with gzip.open(source, "rt", encoding="utf-8") as f:
+        for line in f:
+            if len(lines) == n:
+                break
+            lines.append(line.replace("<br />", "\\n").replace("<br/>", "\\n"))
+    write_atomic(out, "".join(lines))
+    return out
+
+
+def mix_corpus(args: argparse.Namespace) -> list[str]:
+    from electra.demo_corpus import fetch_wiki_corpus
+
+    imdb = imdb_reviews(args.corpus_dir, args.work / "imdb_unsup_25k.jsonl")
+    return [str(fetch_wiki_corpus()), str(args.corpus_dir / "nltk"), str(imdb)]
+
+
+def run_dir(work: Path, variant: str, seed: int) -> Path:
+    return work / "pretrain" / "runs" / f"{variant}-b{BUDGET_STEPS}-s{seed}"
+
+
+def exported_encoder(run: Path) -> Path:
+    """The encoder a run exports: ELECTRA's discriminator, or an MLM objective's model."""
+    for name in ("discriminator", "model"):
+        if (run / "final" / name / "config.json").is_file():
+            return run / "final" / name
+    raise ElectraError(f"{run}: no final/discriminator or final/model (did it finish?)")
+
+
+def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
+    """Pre-train (cached, resumable) and fine-tune (cached per task and seed) one model."""
+    pretrain = args.work / "pretrain"
+    data_dir = context_study.prepare_data(pretrain, mix_corpus(args))
+    overrides, _ = context_study.VARIANTS[variant]
+    context_study.run_variant(variant, overrides, data_dir, pretrain, seed, BUDGET_STEPS)
+    finetune_transfer.main([
+        "--model", str(exported_encoder(run_dir(args.work, variant, seed))),
+        "--work", str(args.work / "transfer" / f"{variant}-s{seed}"),
+        "--baseline", str(args.work / "transfer" / "baseline"), "--glue", str(args.glue),
+        "--tasks", ",".join(TASKS), "--seeds", str(args.finetune_seeds),
+        "--layerwise-decay", "1.0"])
+
+
+def finished(work: Path) -> dict[str, list[dict]]:
+    """Every model whose pre-training and fine-tuning both finished, by variant, seed order."""
+    models: dict[str, list[dict]] = {}
+    for variant in VARIANTS:
+        for transfer in sorted((work / "transfer").glob(f"{glob_escape(variant)}-s*")):
+            seed = transfer.name[len(variant) + 2:]
+            results, summary = transfer / "results.json", run_dir(work, variant, seed) / \
+                "summary.json"
+            if not (seed.isdigit() and results.is_file() and summary.is_file()):
+                continue
+            models.setdefault(variant, []).append(
+                {"seed": int(seed), **model_row(json.loads(results.read_text()),
+                                                json.loads(summary.read_text()))})
+    for rows in models.values():
+        rows.sort(key=lambda r: r["seed"])
+    return models
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def model_row(transfer: dict, pretrain: dict) -> dict:
+    """One model: its pre-training cost and its fine-tuning medians (x100) by task, with the
+    average over tasks of the difference to random init."""
+    tasks = transfer["tasks"]
+    return {"steps": pretrain["steps"], "flops": pretrain["flops"],
+            "data_passes": pretrain.get("data_passes"),
+            "pretrain_minutes": pretrain["train_seconds"] / 60,
+            "scores": {t: 100 * tasks[t]["pretrained"]["median"] for t in tasks},
+            "random": {t: 100 * tasks[t]["random"]["median"] for t in tasks},
+            "avg_delta": 100 * statistics.fmean(tasks[t]["delta_median"] for t in tasks)}
+
+
+def _seeds(values: list[float], fmt: str = "{:.1f}") -> str:
+    text = " / ".join(fmt.format(v) for v in values)
+    return text if len(values) == 1 else f"{text} (median {fmt.format(statistics.median(values))})"
+
+
+def _passes(rows: list[dict]) -> str:
+    """Median passes over the text, of the runs that recorded it (older runs did not)."""
+    known = [r["data_passes"] for r in rows if r["data_passes"] is not None]
+    return f"{statistics.median(known):.1f}" if known else "–"
+
+
+def markdown(models: dict[str, list[dict]]) -> str:
+    head = ("| objective (equal FLOPs) | seeds | pre-training steps | passes over the text | "
+            + " | ".join(TASKS) + " | average Δ vs random init | paper (Table 5.7, GLUE) |\n"
+            "|---|---|---|---|" + "---|" * len(TASKS) + "---|---|\n")
+    lines = []
+    random = None
+    for variant, objective in OBJECTIVES:
+        rows = models.get(variant, [])
+        label, paper = LABELS[objective], PAPER_TABLE_5_7[objective]
+        if not rows:
+            lines.append(f"| {label} | – | | | " + "| " * len(TASKS) + f"not run | {paper} |")
+            continue
+        random = random or rows[0]["random"]
+        lines.append(
+            f"| {label} | {', '.join(str(r['seed']) for r in rows)} | {rows[0]['steps']:,} | "
+            f"{_passes(rows)} | "
+            + " | ".join(_seeds([r["scores"][t] for r in rows]) for t in TASKS)
+            + f" | {_seeds([r['avg_delta'] for r in rows], '{:+.1f}')} | {paper} |")
+    if random is None:
+        random = next((r[0]["random"] for r in models.values() if r), None)
+    if random:
+        lines.append("| no pre-training (random init) | | 0 | | "
+                     + " | ".join(f"{random[t]:.1f}" for t in TASKS) + " | | |")
+    sweep = ["| generator size (ELECTRA) | seeds | pre-training steps | average Δ vs random "
+             "init |", "|---|---|---|---|"]
+    for variant, size in GENERATORS:
+        rows = models.get(variant, [])
+        seeds = ", ".join(str(r["seed"]) for r in rows) or "–"
+        cells = (f"{rows[0]['steps']:,} | {_seeds([r['avg_delta'] for r in rows], '{:+.1f}')}"
+                 if rows else " | not run")
+        sweep.append(f"| {size:g} | {seeds} | {cells} |")
+    return head + "\n".join(lines) + "\n\n" + "\n".join(sweep) + "\n"
+
+
+def plot(models: dict[str, list[dict]], out: Path) -> Path | None:
+    """Average Δ over random init for each objective and each generator size, a dot per
+    pre-training seed and a bar at the median."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=(5, 4))
+    objectives = [(v, LABELS[o]) for v, o in OBJECTIVES]
+    for ax, entries, xlabel in ((left, objectives, "objective, equal FLOPs (Table 5.7)"),
+                                (right, [(v, f"{s:g}") for v, s in GENERATORS],
+                                 "generator size, x the discriminator's width (5.3.2)")):
+        for x, (variant, _) in enumerate(entries):
+            deltas = [r["avg_delta"] for r in models.get(variant, [])]
+            if deltas:
+                ax.bar(x, statistics.median(deltas), color="#9ecae1", width=0.6)
+                ax.plot([x] * len(deltas), deltas, "o", color="#08519c")
+        ax.set_xticks(range(len(entries)), [label for _, label in entries], rotation=15)
+        ax.set_xlim(-0.5, len(entries) - 0.5)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("average Δ vs random init (CoLA, SST-2, RTE)")
+    fig.suptitle("Fine-tuning gain of each pre-training objective at equal training FLOPs "
+                 f"(those of {BUDGET_STEPS:,} tiny-local ELECTRA steps)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def tabulate(work: Path) -> dict:
+    models = finished(work)
+    table = markdown(models)
+    result = {"budget_steps": BUDGET_STEPS, "tasks": list(TASKS), "models": models,
+              "plot": str(plot(models, work / "ladder.png")) if models else None}
+    work.mkdir(parents=True, exist_ok=True)
+    write_atomic(work / "results.json", json.dumps(result, indent=2) + "\n")
+    write_atomic(work / "results.md", table)
+    return result | {"markdown": table}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if not args.table:
+        for variant in args.variants:
+            for seed in args.seed_list:
+                train_model(variant, seed, args)
+    result = tabulate(args.work)
+    print(json.dumps({k: v for k, v in result.items() if k != "markdown"}, indent=2))
+    print(result["markdown"])
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ElectraError as e:
+        sys.exit(f"error: {e}")
