@@ -205,7 +205,6 @@ def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA
     ckpt.commit(tmp, out, step, {"kind": "cvt"}, keep=2)
 
 
-
 def supervised_task_index(sizes: list[int], seed: int, step: int) -> int:
     """Which task a multi-task run's supervised step `step` trains. Section 4.1.2 picks "a task
     at random"; the reference weights each by the square root of its training-set size. The
