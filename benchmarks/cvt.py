@@ -153,12 +153,14 @@ def main(argv: list[str] | None = None) -> dict:
     for task in tasks:
         for size in sizes:
             row: dict = {"task": task, "metric": METRIC[task], "labeled": size}
+            raw: dict[str, dict[int, float]] = {}  # method -> seed -> unrounded score
             for method in methods:
                 mine = sorted((r for r in runs if r["size"] == size and task in r["tasks"]
                                and _method(r) == method), key=lambda r: r["seed"])
                 if mine:
                     row["train_sentences"] = mine[0]["train_sentences"][task]
                     scores = [r["scores"][task][METRIC[task]] for r in mine]
+                    raw[method] = dict(zip((r["seed"] for r in mine), scores, strict=True))
                     row[method] = {"median": round(100 * statistics.median(scores), 2),
                                    "runs": [round(100 * s, 2) for s in scores],
                                    "seeds": [r["seed"] for r in mine],
@@ -170,8 +172,8 @@ def main(argv: list[str] | None = None) -> dict:
                     if len(args.stages) > 1:
                         row[method]["curve"] = _curve(staged, task, size, method)
             for method in ("cvt", "multitask"):
-                if "supervised" in row and method in row:
-                    row.update(_paired_gain(row["supervised"], row[method], method))
+                if "supervised" in raw and method in raw:
+                    row.update(paired_gain(raw["supervised"], raw[method], method))
             table.append(row)
     summary = {"steps_per_run": args.stages[-1], "stages": args.stages, "preset": args.preset,
                "seeds": seeds,
@@ -186,16 +188,16 @@ def main(argv: list[str] | None = None) -> dict:
     return summary
 
 
-def _paired_gain(supervised: dict, other: dict, method: str) -> dict:
-    """The gain over supervised training, seed by seed (a seed fixes the initialisation and
-    the data order of both runs), and its median over the seeds both ran."""
-    sup = dict(zip(supervised["seeds"], supervised["runs"], strict=True))
-    per_seed = [round(score - sup[seed], 2)
-                for seed, score in zip(other["seeds"], other["runs"], strict=True) if seed in sup]
-    if not per_seed:
+def paired_gain(supervised: dict[int, float], other: dict[int, float], method: str) -> dict:
+    """The gain over supervised training seed by seed (a seed fixes the initialisation and the
+    data order of both runs), x100, over the seeds both ran, and its median."""
+    seeds = sorted(set(supervised) & set(other))
+    if not seeds:
         return {}
+    per_seed = [100 * (other[s] - supervised[s]) for s in seeds]
     return {f"{method}_gain": round(statistics.median(per_seed), 2),
-            f"{method}_gain_per_seed": per_seed}
+            f"{method}_gain_per_seed": [round(g, 2) for g in per_seed],
+            f"{method}_gain_seeds": seeds}
 
 
 LABELS = {"chunk": "chunk (span F1, CoNLL-2000 test)", "pos": "POS (accuracy, UD EWT dev)",

@@ -97,12 +97,23 @@ def demo_model(work: Path, steps: int | None) -> Path:
 
 def random_init(model_dir: Path, out_dir: Path, seed: int) -> Path:
     """The pre-trained model's architecture with fresh weights (`init_weights`, as pre-training
-    starts) and its tokenizer files."""
+    starts) and its tokenizer files. Written once: OUT_DIR/init.json records the seed and the
+    source's config and tokenizer files, and a matching directory is left as it is (so models
+    sharing a `--baseline` never rewrite it under each other)."""
+    record = {"seed": seed, "sha256": {f: sha256_file(model_dir / f) for f in (
+        "config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json")
+        if (model_dir / f).is_file()}}
+    marker = out_dir / "init.json"
+    if marker.is_file() and json.loads(marker.read_text()) == record \
+            and (out_dir / "model.safetensors").is_file():
+        return out_dir
     cfg, _, _ = read_model_dir(model_dir)
     torch.manual_seed(seed)
     model = Discriminator(cfg)
     init_weights(model, cfg.initializer_range)
-    return save_pretrained(model, out_dir, model_dir)
+    save_pretrained(model, out_dir, model_dir)
+    write_atomic(marker, json.dumps(record, indent=2) + "\n")
+    return out_dir
 
 
 def _set_threads(n: int) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -113,7 +114,8 @@ def exported_encoder(run: Path) -> Path:
 def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
     """Pre-train (cached, resumable) and fine-tune (cached per task and seed) one model."""
     pretrain = args.work / "pretrain"
-    data_dir = context_study.prepare_data(pretrain, mix_corpus(args))
+    built = (pretrain / "data" / "manifest.json").is_file()  # then the text is not read again
+    data_dir = context_study.prepare_data(pretrain, None if built else mix_corpus(args))
     overrides, _ = context_study.VARIANTS[variant]
     context_study.run_variant(variant, overrides, data_dir, pretrain, seed, BUDGET_STEPS)
     finetune_transfer.main([
@@ -127,23 +129,20 @@ def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
 def finished(work: Path) -> dict[str, list[dict]]:
     """Every model whose pre-training and fine-tuning both finished, by variant, seed order."""
     models: dict[str, list[dict]] = {}
-    for variant in VARIANTS:
-        for transfer in sorted((work / "transfer").glob(f"{glob_escape(variant)}-s*")):
-            seed = transfer.name[len(variant) + 2:]
-            results, summary = transfer / "results.json", run_dir(work, variant, seed) / \
-                "summary.json"
-            if not (seed.isdigit() and results.is_file() and summary.is_file()):
-                continue
+    for transfer in sorted((work / "transfer").glob("*-s*")):
+        name = re.fullmatch(r"(.+)-s(\d+)", transfer.name)
+        if not name or name[1] not in VARIANTS:
+            continue
+        variant, seed = name[1], int(name[2])
+        results = transfer / "results.json"
+        summary = run_dir(work, variant, seed) / "summary.json"
+        if results.is_file() and summary.is_file():
             models.setdefault(variant, []).append(
-                {"seed": int(seed), **model_row(json.loads(results.read_text()),
-                                                json.loads(summary.read_text()))})
+                {"seed": seed, **model_row(json.loads(results.read_text()),
+                                           json.loads(summary.read_text()))})
     for rows in models.values():
         rows.sort(key=lambda r: r["seed"])
     return models
-
-
-def glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def model_row(transfer: dict, pretrain: dict) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 import torch
@@ -99,6 +100,9 @@ def test_multitask_supervised_task_is_drawn_by_sqrt_size_section_4_1_2():
     probability proportional to the square root of its training-set size (here 100 vs 900
     sentences: 1/4 vs 3/4), and the same (seed, step) picks the same task (resume repeats it)."""
     picks = [supervised_task_index([100, 900], seed=3, step=t) for t in range(4000)]
+    # the draw cached runs and exact resume were made with: one Random per (seed, step)
+    assert picks == [random.Random(3 * 1_000_003 + t).choices([0, 1], [10, 30])[0]
+                     for t in range(4000)]
     assert abs(picks.count(0) / len(picks) - 0.25) < 0.03
     assert picks == [supervised_task_index([100, 900], seed=3, step=t) for t in range(4000)]
     assert picks != [supervised_task_index([100, 900], seed=4, step=t) for t in range(4000)]

@@ -46,6 +46,13 @@ def test_random_init_keeps_architecture_and_tokenizer(tiny_model: Path, tmp_path
     assert a[name].shape == b[name].shape and not a[name].equal(b[name])
     again = bench.random_init(tiny_model, tmp_path / "rand2", seed=5)  # deterministic
     assert load_file(again / "model.safetensors")[name].equal(b[name])
+    # written once: the same call leaves the directory as it is, another seed rewrites it
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    assert bench.random_init(tiny_model, out, seed=5) == out
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+    bench.random_init(tiny_model, out, seed=6)
+    assert not load_file(out / "model.safetensors")[name].equal(b[name])
+    assert json.loads((out / "init.json").read_text())["seed"] == 6
 
 
 def test_train_caps() -> None:
