@@ -73,16 +73,28 @@ VARIANTS: dict[str, tuple[dict, str]] = {
 # compares at equal FLOPs. The other objectives keep tiny-local's ALiBi encoder with a zero
 # head bias: the base-rate bias is defined for ELECTRA's all-token head only (as
 # `benchmarks/equal_budget.run_config` sets it for the ladder).
+def ladder_variant(objective: str) -> str:
+    """The variant that runs one of the ladder's objectives with the CPU recipe."""
+    return "base-rate+alibi-steep" if objective == "electra" else f"{objective}+alibi-steep"
+
+
+def generator_variant(size: float) -> str:
+    """The variant of tiny-local ELECTRA with a generator `size` times the discriminator's
+    width (0.5 is tiny-local's own)."""
+    return "base-rate+alibi-steep" if size == 0.5 else f"base-rate+alibi-steep-gen{size:g}"
+
+
+GENERATOR_SIZES = (0.125, 0.25, 0.5, 1.0)  # section 5.3.2's sweep at tiny scale
 VARIANTS.update({
-    f"{objective}+alibi-steep": (
+    ladder_variant(objective): (
         {"objective.name": objective, **ALIBI_STEEP},
         f"the ladder's {LABELS[objective]} with tiny-local's encoder (zero head bias), equal FLOPs")
     for objective in LADDER if objective != "electra"})
-VARIANTS.update({  # 0.5 is tiny-local's own generator
-    f"base-rate+alibi-steep-gen{size:g}": (
+VARIANTS.update({
+    generator_variant(size): (
         {**TINY_LOCAL, "objective.generator_multiplier": size},
         f"tiny-local with a generator {size:g} times the discriminator's width, equal FLOPs")
-    for size in (0.125, 0.25, 1.0)})
+    for size in GENERATOR_SIZES if size != 0.5})
 
 
 def bigram_pmi_auc(train: PretrainingDataset, probes, weight: float = BIGRAM_WEIGHT

@@ -49,6 +49,8 @@ from electra.tasks import get_task
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 STARTS = ("pretrained", "random")
+# A model directory's files besides its weights: what a random init copies from its source.
+CONFIG_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -100,9 +102,8 @@ def random_init(model_dir: Path, out_dir: Path, seed: int) -> Path:
     starts) and its tokenizer files. Written once: OUT_DIR/init.json records the seed and the
     source's config and tokenizer files, and a matching directory is left as it is (so models
     sharing a `--baseline` never rewrite it under each other)."""
-    record = {"seed": seed, "sha256": {f: sha256_file(model_dir / f) for f in (
-        "config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json")
-        if (model_dir / f).is_file()}}
+    record = {"seed": seed, "sha256": {f: sha256_file(model_dir / f) for f in CONFIG_FILES
+                                       if (model_dir / f).is_file()}}
     marker = out_dir / "init.json"
     if marker.is_file() and json.loads(marker.read_text()) == record \
             and (out_dir / "model.safetensors").is_file():
@@ -189,9 +190,7 @@ def job_record(model_dir: Path, task: str, glue: Path, settings: FinetuneSetting
     """What a cached fine-tuning run must match: the starting weights, config, tokenizer
     files and the task's data by content (not path), and every setting. (Not the code: after a
     change to fine-tuning itself, use a fresh WORK.)"""
-    files = {f"model/{f}": model_dir / f for f in ("model.safetensors", "config.json",
-                                                  "vocab.txt", "tokenizer.json",
-                                                  "tokenizer_config.json")}
+    files = {f"model/{f}": model_dir / f for f in ("model.safetensors", *CONFIG_FILES)}
     files |= {f"data/{f.name}": f for f in sorted((glue / task).glob("*.tsv"))}
     return {"task": task, "settings": dataclasses.asdict(settings),
             "sha256": {k: sha256_file(f) for k, f in files.items() if f.is_file()}}

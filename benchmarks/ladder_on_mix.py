@@ -41,13 +41,10 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUDGET_STEPS = 9000  # the recipe's ELECTRA run: the budget every objective gets in FLOPs
 IMDB_REVIEWS = 25_000
 TASKS = ("CoLA", "SST-2", "RTE")
-ELECTRA = "base-rate+alibi-steep"  # tiny-local itself, generator 1/2
 # (variant, objective) of the ladder's rows, Table 5.7's order; the generator sweep's
 # (variant, size)
-OBJECTIVES = [(ELECTRA, "electra")] + [
-    (f"{objective}+alibi-steep", objective) for objective in LADDER[1:]]
-GENERATORS = [(f"{ELECTRA}-gen0.125", 0.125), (f"{ELECTRA}-gen0.25", 0.25), (ELECTRA, 0.5),
-              (f"{ELECTRA}-gen1", 1.0)]
+OBJECTIVES = [(context_study.ladder_variant(o), o) for o in LADDER]
+GENERATORS = [(context_study.generator_variant(s), s) for s in context_study.GENERATOR_SIZES]
 VARIANTS = list(dict.fromkeys(v for v, _ in OBJECTIVES + GENERATORS))
 
 
