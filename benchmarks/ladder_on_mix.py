@@ -13,7 +13,8 @@ under WORK/pretrain/runs/VARIANT-b9000-sSEED (it resumes from its last checkpoin
 fine-tuning under WORK/transfer/VARIANT-sSEED, the random baseline once under
 WORK/transfer/baseline. One model is about 65 minutes of pre-training and 9 of fine-tuning on
 2 CPU cores. `--table` trains nothing: it tabulates what has finished (WORK/results.md and
-.json, and WORK/ladder.png with matplotlib).
+.json; with matplotlib WORK/ladder.png, the gains, and WORK/curves.png, each finished model's
+held-out pre-training curves against training FLOPs).
 
     python benchmarks/ladder_on_mix.py --only mlm+alibi-steep --seeds 1    # one model
     python benchmarks/ladder_on_mix.py --only electra-15+alibi-steep,replace-mlm+alibi-steep
@@ -36,6 +37,7 @@ from objective_ladder import LABELS, LADDER, PAPER_TABLE_5_7
 
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
+from electra.plot import plot as plot_curves
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUDGET_STEPS = 9000  # the recipe's ELECTRA run: the budget every objective gets in FLOPs
@@ -46,6 +48,9 @@ TASKS = ("CoLA", "SST-2", "RTE")
 OBJECTIVES = [(context_study.ladder_variant(o), o) for o in LADDER]
 GENERATORS = [(context_study.generator_variant(s), s) for s in context_study.GENERATOR_SIZES]
 VARIANTS = list(dict.fromkeys(v for v, _ in OBJECTIVES + GENERATORS))
+# held-out probes against FLOPs: context use (ELECTRA family), the MLM's and the generator's
+# accuracy on fresh masks (every other objective logs one of them)
+CURVES = ("heldout_auc_unigram", "heldout_mlm_acc", "heldout_gen_acc")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -233,11 +238,29 @@ def plot(models: dict[str, list[dict]], out: Path) -> Path | None:
     return out
 
 
+def curves(work: Path, models: dict[str, list[dict]], out: Path) -> Path | None:
+    """The finished models' held-out curves (CURVES) against training FLOPs, overlaid."""
+    runs = [run for variant, rows in models.items() for r in rows
+            if (run := run_dir(work, variant, r["seed"]) / "metrics.jsonl").is_file()]
+    logged = set()
+    for run in runs:
+        with open(run) as f:
+            logged.update(k for line in f for k in json.loads(line))
+    metrics = [m for m in CURVES if m in logged]
+    if not metrics:
+        return None
+    try:
+        return Path(plot_curves([r.parent for r in runs], out, metrics, x="flops")["out"])
+    except ElectraError:  # matplotlib missing: the table still stands
+        return None
+
+
 def tabulate(work: Path) -> dict:
     models = finished(work)
     table = markdown(models)
     result = {"budget_steps": BUDGET_STEPS, "tasks": list(TASKS), "models": models,
-              "plot": str(plot(models, work / "ladder.png")) if models else None}
+              "plot": str(plot(models, work / "ladder.png")) if models else None,
+              "curves": str(curves(work, models, work / "curves.png")) if models else None}
     work.mkdir(parents=True, exist_ok=True)
     write_atomic(work / "results.json", json.dumps(result, indent=2) + "\n")
     write_atomic(work / "results.md", table)

@@ -36,6 +36,10 @@ def _fake_model(work: Path, variant: str, seed: int, deltas: dict, steps: int,
     if finished_pretraining:
         (run / "summary.json").write_text(json.dumps(
             {"steps": steps, "flops": 5.2e14, "train_seconds": 3900.0, "data_passes": 2.1}))
+        probe = "heldout_auc_unigram" if "mlm" not in variant else "heldout_mlm_acc"
+        (run / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": s, "flops": s * 5.8e10, probe: 0.5 + s / 20000}) + "\n"
+            for s in (0, 4500, 9000)))
     tasks = {t: {"metric": "accuracy", "pretrained": {"median": 0.5 + d},
                  "random": {"median": 0.5}, "delta_median": d} for t, d in deltas.items()}
     transfer = work / "transfer" / f"{variant}-s{seed}"
@@ -66,6 +70,7 @@ def test_table_has_every_finished_model_and_only_those(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["models"] == result["models"]
     assert (tmp_path / "results.md").read_text() == result["markdown"]
     assert Path(result["plot"]).is_file()
+    assert Path(result["curves"]).is_file()
 
 
 @pytest.mark.slow
