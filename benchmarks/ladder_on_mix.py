@@ -240,17 +240,17 @@ def plot(models: dict[str, list[dict]], out: Path) -> Path | None:
 
 def curves(work: Path, models: dict[str, list[dict]], out: Path) -> Path | None:
     """The finished models' held-out curves (CURVES) against training FLOPs, overlaid."""
-    runs = [run for variant, rows in models.items() for r in rows
-            if (run := run_dir(work, variant, r["seed"]) / "metrics.jsonl").is_file()]
+    logs = [log for variant, rows in models.items() for r in rows
+            if (log := run_dir(work, variant, r["seed"]) / "metrics.jsonl").is_file()]
     logged = set()
-    for run in runs:
-        with open(run) as f:
+    for log in logs:
+        with open(log) as f:
             logged.update(k for line in f for k in json.loads(line))
     metrics = [m for m in CURVES if m in logged]
     if not metrics:
         return None
     try:
-        return Path(plot_curves([r.parent for r in runs], out, metrics, x="flops")["out"])
+        return Path(plot_curves([log.parent for log in logs], out, metrics, x="flops")["out"])
     except ElectraError:  # matplotlib missing: the table still stands
         return None
 
@@ -258,9 +258,10 @@ def curves(work: Path, models: dict[str, list[dict]], out: Path) -> Path | None:
 def tabulate(work: Path) -> dict:
     models = finished(work)
     table = markdown(models)
+    figures = {"plot": plot(models, work / "ladder.png") if models else None,
+               "curves": curves(work, models, work / "curves.png") if models else None}
     result = {"budget_steps": BUDGET_STEPS, "tasks": list(TASKS), "models": models,
-              "plot": str(plot(models, work / "ladder.png")) if models else None,
-              "curves": str(curves(work, models, work / "curves.png")) if models else None}
+              **{name: str(path) if path else None for name, path in figures.items()}}
     work.mkdir(parents=True, exist_ok=True)
     write_atomic(work / "results.json", json.dumps(result, indent=2) + "\n")
     write_atomic(work / "results.md", table)
