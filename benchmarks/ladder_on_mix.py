@@ -239,29 +239,22 @@ def plot(models: dict[str, list[dict]], out: Path) -> Path | None:
 
 
 def curves(work: Path, models: dict[str, list[dict]], out: Path) -> Path | None:
-    """The finished models' held-out curves (CURVES) against training FLOPs, overlaid."""
-    logs = [log for variant, rows in models.items() for r in rows
-            if (log := run_dir(work, variant, r["seed"]) / "metrics.jsonl").is_file()]
-    logged = set()
-    for log in logs:
-        with open(log) as f:
-            logged.update(k for line in f for k in json.loads(line))
-    metrics = [m for m in CURVES if m in logged]
-    if not metrics:
-        return None
+    """The finished models' held-out curves (those of CURVES they log) against training FLOPs,
+    overlaid."""
+    runs = [run_dir(work, variant, r["seed"]) for variant, rows in models.items() for r in rows]
     try:
-        return Path(plot_curves([log.parent for log in logs], out, metrics, x="flops")["out"])
-    except ElectraError:  # matplotlib missing: the table still stands
+        return Path(plot_curves(runs, out, CURVES, x="flops", skip_missing=True)["out"])
+    except ElectraError:  # no matplotlib, or no curve to draw: the table still stands
         return None
 
 
 def tabulate(work: Path) -> dict:
     models = finished(work)
     table = markdown(models)
-    figures = {"plot": plot(models, work / "ladder.png") if models else None,
-               "curves": curves(work, models, work / "curves.png") if models else None}
+    gains = plot(models, work / "ladder.png") if models else None
+    probes = curves(work, models, work / "curves.png") if models else None
     result = {"budget_steps": BUDGET_STEPS, "tasks": list(TASKS), "models": models,
-              **{name: str(path) if path else None for name, path in figures.items()}}
+              "plot": gains and str(gains), "curves": probes and str(probes)}
     work.mkdir(parents=True, exist_ok=True)
     write_atomic(work / "results.json", json.dumps(result, indent=2) + "\n")
     write_atomic(work / "results.md", table)

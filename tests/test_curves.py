@@ -206,6 +206,18 @@ def test_plot_finetune_out_has_a_curve_per_seed(tmp_path):
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seed1", "seed2"]
 
 
+def test_plot_skip_missing_drops_metrics_no_run_logs(tmp_path):
+    """Runs of different objectives log different probes: `skip_missing` draws those logged."""
+    from electra.plot import plot_runs
+
+    run = _synthetic_run(tmp_path / "electra", 1.0)
+    fig = plot_runs([run], ["heldout_auc_unigram", "heldout_mlm_acc"], x="flops",
+                    skip_missing=True)
+    assert [ax.get_title() for ax in fig.axes] == ["heldout_auc_unigram"]
+    with pytest.raises(ElectraError, match="heldout_mlm_acc in no run"):
+        plot_runs([run], ["heldout_mlm_acc"], x="flops", skip_missing=True)
+
+
 @pytest.mark.parametrize("case", ["no_metrics_file", "unknown_metric", "no_flops", "bad_suffix",
                                   "bad_line"])
 def test_plot_errors_name_the_problem(case, tmp_path, capsys):

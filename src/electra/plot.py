@@ -120,10 +120,11 @@ def default_metrics(available: set[str]) -> list[str]:
 
 
 def plot_runs(runs: Sequence[str | Path], metrics: Sequence[str] | None = None,
-              x: str = "both") -> Figure:
+              x: str = "both", skip_missing: bool = False) -> Figure:
     """One subplot per (metric, x axis), runs overlaid; x is "step", "flops" or "both" (each
     metric against steps, then beside it against FLOPs; "both" falls back to steps when no run
-    logs FLOPs)."""
+    logs FLOPs). A named metric that no run logs is an error, or with `skip_missing` left out
+    (runs of different objectives log different probes)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -139,7 +140,9 @@ def plot_runs(runs: Sequence[str | Path], metrics: Sequence[str] | None = None,
     available = set().union(*(r.metrics() for r in loaded))
     if metrics:
         missing = [m for m in metrics if m not in available]
-        if missing:
+        if skip_missing:
+            metrics = [m for m in metrics if m in available]
+        if missing and (not skip_missing or not metrics):
             raise ElectraError(f"metric(s) {', '.join(missing)} in no run (they have: "
                                f"{', '.join(sorted(available)) or 'nothing'})")
     else:
@@ -187,9 +190,9 @@ def save_figure(fig: Figure, out: str | Path) -> Path:
 
 
 def plot(runs: Sequence[str | Path], out: str | Path, metrics: Sequence[str] | None = None,
-         x: str = "both") -> dict:
+         x: str = "both", skip_missing: bool = False) -> dict:
     """`electra plot`: draw and write the figure; returns what it drew."""
-    fig = plot_runs(runs, metrics, x)
+    fig = plot_runs(runs, metrics, x, skip_missing)
     path = save_figure(fig, out)
     return {"out": str(path), "runs": [t.get_text() for t in fig.legends[0].get_texts()],
             "panels": [ax.get_title() + " vs " + ax.get_xlabel() for ax in fig.axes]}
