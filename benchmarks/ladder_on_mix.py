@@ -154,6 +154,8 @@ def model_row(transfer: dict, pretrain: dict) -> dict:
     return {"steps": pretrain["steps"], "flops": pretrain["flops"],
             "data_passes": pretrain.get("data_passes"),
             "pretrain_minutes": pretrain["train_seconds"] / 60,
+            # a resumed run's minutes time only the steps after its last resume
+            "timed_steps": pretrain.get("timed_steps", pretrain["steps"]),
             "scores": {t: 100 * tasks[t]["pretrained"]["median"] for t in tasks},
             "random": {t: 100 * tasks[t]["random"]["median"] for t in tasks},
             "avg_delta": 100 * statistics.fmean(tasks[t]["delta_median"] for t in tasks)}

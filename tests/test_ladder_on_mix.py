@@ -58,6 +58,8 @@ def test_table_has_every_finished_model_and_only_those(tmp_path):
     result = ladder.tabulate(tmp_path)
     assert sorted(result["models"]) == [electra, mlm]
     assert [m["seed"] for m in result["models"][electra]] == [2, 3]
+    # a summary written before `timed_steps` existed timed the whole run
+    assert result["models"][mlm][0]["timed_steps"] == 14637
     table = result["markdown"].splitlines()
     assert table[2] == ("| ELECTRA | 2, 3 | 9,000 | 2.1 | 58.0 / 59.0 (median 58.5) | "
                         "53.0 / 52.0 (median 52.5) | 52.0 / 56.0 (median 54.0) | "

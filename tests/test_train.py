@@ -207,6 +207,7 @@ def test_interrupted_run_resumes_bit_exactly(how, run_a, tiny_config, data_dir, 
     assert main(pretrain_argv(tiny_config, data_dir, out_b, "--resume")) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == STEPS
+    assert summary["timed_steps"] == STEPS - resumed_from  # train_seconds times this call only
     assert_bit_identical(out_a, out_b)
     assert without_speed(read_metrics(out_b)) == without_speed(read_metrics(out_a))
     assert not list(root.glob(".*tmp*"))  # the interrupted write was cleaned up

@@ -168,7 +168,7 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     bar = tqdm(total=tc.steps, initial=step, desc="pretrain", unit="step",
                disable=not (show_progress and info.is_main), dynamic_ncols=True)
     window = _Window()
-    start_time = time.perf_counter()
+    first_step, start_time = step, time.perf_counter()
     last_record: dict[str, Any] = {}
     model.train()
     with StopSignals() as signals:
@@ -243,7 +243,9 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     examples = step * tc.batch_size
     # data_passes: how often the run read its training text; at small scale transfer fell
     # where this was large (README "More text paid where more steps did not").
+    # train_seconds times this call only: a resumed run's earlier steps are not in it.
     return {"steps": step, "flops": step * step_flops, "train_seconds": elapsed,
+            "timed_steps": step - first_step,
             "examples": examples, "data_passes": examples / len(data), "last": last_record,
             "final": final, "out": str(out), "world_size": info.world_size}
 
