@@ -140,11 +140,11 @@ def plot_runs(runs: Sequence[str | Path], metrics: Sequence[str] | None = None,
     available = set().union(*(r.metrics() for r in loaded))
     if metrics:
         missing = [m for m in metrics if m not in available]
-        if skip_missing:
-            metrics = [m for m in metrics if m in available]
-        if missing and (not skip_missing or not metrics):
+        logged = [m for m in metrics if m in available]
+        if missing and not (skip_missing and logged):
             raise ElectraError(f"metric(s) {', '.join(missing)} in no run (they have: "
                                f"{', '.join(sorted(available)) or 'nothing'})")
+        metrics = logged
     else:
         metrics = default_metrics(available)
         if not metrics:
