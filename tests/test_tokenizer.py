@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,13 @@ def test_trained_vocab_files_and_special_ids(vocab_dir: Path) -> None:
     assert special_token_ids(tok) == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
     config = json.loads((vocab_dir / "tokenizer_config.json").read_text())
     assert config["do_lower_case"] is True and config["model_max_length"] == 512
+
+
+def test_vocab_dir_is_readable_by_all_and_leaves_no_temp_dir(vocab_dir: Path) -> None:
+    """Written in a temp dir and installed like every other output (electra.fileutil): an
+    ordinary 0o755 directory (mkdtemp's are private), nothing left beside it."""
+    assert stat.S_IMODE(vocab_dir.stat().st_mode) == 0o755
+    assert [p.name for p in vocab_dir.parent.iterdir()] == [vocab_dir.name]
 
 
 def test_lowercase_and_accents_by_default(vocab_dir: Path) -> None:

@@ -9,6 +9,7 @@ checkpoint function, which is what Ctrl-C at that moment does.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -161,7 +162,7 @@ def _interrupt_mid_write(mp: pytest.MonkeyPatch, step: int) -> None:
 def _interrupt_before_pointer(mp: pytest.MonkeyPatch, step: int) -> None:
     """Killed after the checkpoint directory is renamed into place but before `latest`
     moves to it."""
-    real_replace = checkpoint.os.replace
+    real_replace = os.replace  # `latest` moves by electra.fileutil.write_atomic
 
     def replace(src, dst):
         if Path(dst).name == checkpoint.LATEST and Path(src).read_text().strip().endswith(
@@ -169,7 +170,7 @@ def _interrupt_before_pointer(mp: pytest.MonkeyPatch, step: int) -> None:
             raise KeyboardInterrupt
         return real_replace(src, dst)
 
-    mp.setattr(checkpoint.os, "replace", replace)
+    mp.setattr(os, "replace", replace)
 
 
 INTERRUPTIONS: dict[str, tuple[Callable[[pytest.MonkeyPatch, int], None], int, int]] = {

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tqdm import tqdm
 
 from electra.data.corpus import iter_documents
 from electra.errors import ElectraError
+from electra.fileutil import install_dir, temp_dir_beside
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 # Order matters: a trained vocab gets ids 0..4 in this order, so padding is always id 0.
@@ -233,8 +233,7 @@ def _write(tokenizer: Tokenizer, tokens: list[str], out: Path, lowercase: bool) 
     """Write all tokenizer files into a temp dir beside `out`, then move them in place, so a
     failure never leaves a half-written tokenizer."""
     _add_post_processor(tokenizer)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    tmp = temp_dir_beside(out)
     try:
         with open(tmp / "vocab.txt", "w", encoding="utf-8", newline="\n") as handle:
             handle.writelines(token + "\n" for token in tokens)
@@ -255,9 +254,7 @@ def _write(tokenizer: Tokenizer, tokens: list[str], out: Path, lowercase: bool) 
         _write_json(tmp / "tokenizer_config.json", config)
         _write_json(tmp / "special_tokens_map.json", specials)
         if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-            if out.exists():
-                out.rmdir()
-            os.replace(tmp, out)
+            install_dir(tmp, out)
         else:  # a non-empty directory (e.g. a model dir): replace file by file
             for name in TOKENIZER_FILES:
                 os.replace(tmp / name, out / name)

@@ -11,7 +11,6 @@ or corrupted file is reported on resume instead of silently loaded.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.fileutil import sha256_file
+from electra.fileutil import install_dir, sha256_file, write_atomic
 
 LATEST = "latest"
 META = "meta.json"
@@ -74,12 +73,8 @@ def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int)
                                         "sha256": digests}, indent=2))
     root = checkpoint_root(out_dir)
     final = root / f"step_{step:08d}"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    pointer = root / f".{LATEST}.tmp"
-    pointer.write_text(final.name + "\n")
-    os.replace(pointer, root / LATEST)
+    install_dir(tmp, final)
+    write_atomic(root / LATEST, final.name + "\n")
     existing = sorted(p for p in root.glob("step_*") if p.is_dir())
     for old in existing[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
