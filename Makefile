@@ -18,14 +18,14 @@ demo: $(BIN)/.installed
 	$(BIN)/electra demo $(ARGS)
 
 test: $(BIN)/.installed
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/pytest -q
 
 test-fast: $(BIN)/.installed
 	$(BIN)/pytest -q -m "not slow"
 
 bench: $(BIN)/.installed
-	$(BIN)/python benchmarks/pretrain_throughput.py
+	$(BIN)/python -m benchmarks.pretrain_throughput
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

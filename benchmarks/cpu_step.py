@@ -16,9 +16,9 @@ autocast, and reports
 alternating, in one process: the official Gumbel-max (`masking.gumbel_sample`, patched in for
 the measurement) against our inverse-CDF `categorical_sample`.
 
-    python benchmarks/cpu_step.py                        # ELECTRA-Small, 32 x 128
-    python benchmarks/cpu_step.py --samplers gumbel,categorical
-    python benchmarks/cpu_step.py --quick                # smoke run (tiny, seconds)
+    python -m benchmarks.cpu_step                        # ELECTRA-Small, 32 x 128
+    python -m benchmarks.cpu_step --samplers gumbel,categorical
+    python -m benchmarks.cpu_step --quick                # smoke run (tiny, seconds)
 """
 
 from __future__ import annotations
@@ -26,21 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pretrain_throughput as pt  # noqa: E402
-
-from electra.device import cpu_has_fast_bf16  # noqa: E402
-from electra.objectives import generators, objective_step_flops  # noqa: E402
-from electra.objectives.masking import categorical_sample, gumbel_sample  # noqa: E402
-from electra.train.speed import configure_process_for_speed  # noqa: E402
+from benchmarks import pretrain_throughput as pt
+from electra.device import cpu_has_fast_bf16
+from electra.objectives import generators, objective_step_flops
+from electra.objectives.masking import categorical_sample, gumbel_sample
+from electra.train.speed import configure_process_for_speed
 
 SAMPLERS = {"gumbel": gumbel_sample, "categorical": categorical_sample}
 

@@ -7,10 +7,10 @@ the later 25-step intervals, divided by 25. A supervised step is one labeled min
 step adds an unlabeled one (teacher pass, student pass, backward, update).
 
 The script only calls `run_train`, so it runs against older code too, for a side-by-side
-comparison on one machine: `PYTHONPATH=OTHER_CHECKOUT/src python benchmarks/cvt_speed.py`.
+comparison on one machine: `PYTHONPATH=OTHER_CHECKOUT/src python -m benchmarks.cvt_speed`.
 
-    OMP_NUM_THREADS=1 python benchmarks/cvt_speed.py            # ~3 min on one core
-    OMP_NUM_THREADS=1 python benchmarks/cvt_speed.py --steps 50  # quicker, one interval
+    OMP_NUM_THREADS=1 python -m benchmarks.cvt_speed            # ~3 min on one core
+    OMP_NUM_THREADS=1 python -m benchmarks.cvt_speed --steps 50  # quicker, one interval
 
 Older code logs the seconds rounded to 0.1 s (0.004 s per step over 25 steps).
 """

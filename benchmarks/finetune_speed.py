@@ -22,8 +22,8 @@ untimed pass, then the median of `--eval-repeats`. SQuAD: windows of `--squad-se
 One torch thread by default (`--threads`): on a machine shared with other jobs, two OpenMP
 threads waiting for a busy core make steps several times slower and the numbers meaningless.
 
-    python benchmarks/finetune_speed.py              # ~5 min on 2 CPU cores
-    python benchmarks/finetune_speed.py --quick      # smoke run (seconds)
+    python -m benchmarks.finetune_speed              # ~5 min on 2 CPU cores
+    python -m benchmarks.finetune_speed --quick      # smoke run (seconds)
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ WordPiece tokens (the same number for every system), so its ratios equal the rat
 Medians over `--repeats`, the systems interleaved within each repeat. Needs `datasets` for the
 baseline (not a dependency of electra; the baseline is skipped with a note without it).
 
-    python benchmarks/prepare_throughput.py            # ~3 min on 2 idle cores
-    python benchmarks/prepare_throughput.py --quick    # smoke run (seconds)
+    python -m benchmarks.prepare_throughput            # ~3 min on 2 idle cores
+    python -m benchmarks.prepare_throughput --quick    # smoke run (seconds)
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ settings of `electra.train.speed` are process-wide, so the in-process comparison
 under the same settings, and their effect on each side is measured separately, in fresh
 subprocesses with and without them. Prints one JSON object.
 
-    python benchmarks/pretrain_throughput.py            # default, ~8-9 min on 2 CPU cores
-    python benchmarks/pretrain_throughput.py --quick    # smoke run, tiny sizes
-    python benchmarks/pretrain_throughput.py --device cuda --presets small,base --seq-len 128,512
+    python -m benchmarks.pretrain_throughput            # default, ~8-9 min on 2 CPU cores
+    python -m benchmarks.pretrain_throughput --quick    # smoke run, tiny sizes
+    python -m benchmarks.pretrain_throughput --device cuda --presets small,base --seq-len 128,512
 
 On a CPU without native bf16 (AVX2 only) the bf16 modes and the fp32/bf16 accuracy check are
 skipped, and the JSON says why under "skipped" (ELECTRA_ALLOW_SLOW_BF16=1 runs them anyway).

@@ -9,8 +9,8 @@ checkpoint of the step it names; every SIGKILL resumes from the latest complete 
 the final discriminator and generator are bit-identical to the uninterrupted run's, and so is
 every metrics line but speed (logged every step). Prints one JSON object.
 
-    python benchmarks/resume_soak.py                 # 3 kills + 2 SIGTERMs, about a minute
-    python benchmarks/resume_soak.py --kills 20      # the soak, a few minutes
+    python -m benchmarks.resume_soak                 # 3 kills + 2 SIGTERMs, about a minute
+    python -m benchmarks.resume_soak --kills 20      # the soak, a few minutes
 """
 
 from __future__ import annotations

@@ -6,18 +6,18 @@ trained models. Prints one JSON object.
 Speed uses random-initialised models of one encoder size (default the `tiny` preset) and a
 WordPiece vocabulary trained here on the BLiMP sentences, so it needs nothing but the data:
 
-    python benchmarks/scoring.py --sentences 500
-    python benchmarks/scoring.py --device cuda --bf16
+    python -m benchmarks.scoring --sentences 500
+    python -m benchmarks.scoring --device cuda --bf16
 
 Accuracy of `tiny` MLM, Electric and ELECTRA-TT models pre-trained here for the same FLOP
 budget (`--pretrain-budget N` = the FLOPs of N tiny ELECTRA steps, see equal_budget.py) on the
 English text of ../shared/data/corpus, cached under --work:
 
-    python benchmarks/scoring.py --skip-speed --pretrain-budget 1500 --limit 100
+    python -m benchmarks.scoring --skip-speed --pretrain-budget 1500 --limit 100
 
 Accuracy of given pre-trained models (any subset; --limit pairs per paradigm):
 
-    python benchmarks/scoring.py --skip-speed --limit 100 --mlm runs/mlm/final/generator \
+    python -m benchmarks.scoring --skip-speed --limit 100 --mlm runs/mlm/final/generator \
         --electric runs/electric/final/discriminator \
         --electra-tt runs/tt/final/discriminator --tt-generator runs/tt/final/generator
 """
@@ -145,7 +145,7 @@ def accuracy(args, device: str) -> dict:
 def pretrain_scoring_models(args) -> dict:
     """Pre-train mlm, electric and electra-tt at one budget; fill args.mlm etc. with their
     exports and return each run's steps and FLOPs."""
-    import equal_budget as eb
+    from experiments import equal_budget as eb
 
     data = eb.prepare_data(args.work, eb.SHARED / "corpus", args.vocab_size)
     vocab_size = eb.vocab_size_of(data)

@@ -1,14 +1,10 @@
 """The context study's ladder variants: the efficiency ladder re-run with the CPU recipe
 (README, "The ladder with the CPU recipe") at the ladder's equal-FLOP budget."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-equal_budget = pytest.importorskip("equal_budget")
-context_study = pytest.importorskip("context_study")
+from experiments import context_study, equal_budget
 
 
 @pytest.mark.parametrize("variant,objective,multiplier", [

@@ -1,4 +1,4 @@
-"""benchmarks/cvt.py on tiny synthetic data: every run is cached and reused, medians and the
+"""experiments/cvt.py on tiny synthetic data: every run is cached and reused, medians and the
 CVT gain are computed from the runs (paired by seed), multi-task reports every task, and
 README's table is written as markdown."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 from cvt_helpers import TINY, write_chunk, write_ud, write_unlabeled
@@ -15,14 +14,9 @@ from safetensors.torch import load_file
 
 from electra.errors import ElectraError
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "cvt.py"
-
 
 def _load():
-    spec = importlib.util.spec_from_file_location("cvt_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("experiments.cvt")
 
 
 def test_benchmark_caches_runs_and_summarises(tmp_path, monkeypatch, capsys):

@@ -121,11 +121,7 @@ def test_help_mentions_the_refusal(capsys):
 
 
 def _throughput_module():
-    path = ROOT / "benchmarks" / "pretrain_throughput.py"
-    spec = importlib.util.spec_from_file_location("pretrain_throughput", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.pretrain_throughput")
 
 
 def test_throughput_benchmark_skips_bf16_on_a_slow_cpu(slow_cpu):
@@ -144,8 +140,8 @@ def test_throughput_benchmark_runs_bf16_on_a_fast_cpu(fast_cpu):
 
 @pytest.mark.parametrize("flag", ["--settings-repeats", "--settings-rounds", "--rounds"])
 def test_throughput_benchmark_rejects_zero_repeats(flag):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pretrain_throughput.py"),
-                           flag, "0"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.pretrain_throughput", flag, "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert f"{flag} must be at least 1, got 0" in proc.stderr
     assert not proc.stdout.strip() or json.loads(proc.stdout) is None
@@ -182,10 +178,7 @@ def test_cpu_step_benchmark_reports_both_samplers_and_restores_ours(capsys):
     achieved / the matmul peak measured in the run, and the Gumbel patch is undone."""
     from electra.objectives import generators
 
-    path = ROOT / "benchmarks" / "cpu_step.py"
-    spec = importlib.util.spec_from_file_location("cpu_step", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = importlib.import_module("benchmarks.cpu_step")
     ours = generators.categorical_sample
     report = bench.main(["--quick", "--samplers", "gumbel,categorical", "--threads", "1"])
     assert generators.categorical_sample is ours

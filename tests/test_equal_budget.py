@@ -1,12 +1,9 @@
 """The equal-compute step counts the objective benchmarks train with (section 5.2.2)."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-equal_budget = pytest.importorskip("equal_budget")
+from experiments import equal_budget
 
 
 @pytest.mark.parametrize("objective,multiplier", [

@@ -17,10 +17,8 @@ GLUE = ROOT.parent / "shared" / "data" / "glue"
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    package = "benchmarks" if name.endswith("_speed") else "experiments"
+    return importlib.import_module(f"{package}.{name}")
 
 
 def _mini_glue(root: Path, tasks: tuple[str, ...], n_train: int, n_dev: int) -> Path:

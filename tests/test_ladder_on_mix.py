@@ -1,17 +1,15 @@
-"""benchmarks/ladder_on_mix.py: the ladder with the CPU recipe builds the recipe's text, trains
+"""experiments/ladder_on_mix.py: the ladder with the CPU recipe builds the recipe's text, trains
 and fine-tunes each model into its cached place with one shared random baseline, and
 tabulates only what finished."""
 
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-ladder = pytest.importorskip("ladder_on_mix")
+from experiments import ladder_on_mix as ladder
 
 IMDB = ladder.SHARED / "corpus" / "aclImdb" / "unsup.jsonl.gz"
 GLUE = ladder.SHARED / "glue"

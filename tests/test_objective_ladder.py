@@ -1,12 +1,8 @@
 """The ladder benchmark's report: Table 5.7's layout and the recorded training time."""
 
-import sys
-from pathlib import Path
 
-import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-objective_ladder = pytest.importorskip("objective_ladder")
+from experiments import objective_ladder
 
 
 def row(objective: str, multiplier: float, cola: float, rte: float, seconds: float) -> dict:

@@ -335,8 +335,8 @@ def test_ranks_agree_on_the_stop_step(tiny_config, data_dir, tmp_path):
 def test_resume_soak_benchmark_smoke():
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "resume_soak.py"),
-                           "--kills", "1", "--sigterms", "1", "--steps", "20"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.resume_soak",
+                           "--kills", "1", "--sigterms", "1", "--steps", "20"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)

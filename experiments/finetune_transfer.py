@@ -20,9 +20,9 @@ resumes, a second pre-trained model compared in the same WORK reuses the random 
 (same architecture, tokenizer and `--init-seed` give the same random weights), and a larger
 `--seeds` trains only the seeds not yet run (in WORK/START/TASK/seeds-A-B).
 
-    python benchmarks/finetune_transfer.py --model runs/demo/pretrain/final/discriminator
-    python benchmarks/finetune_transfer.py            # runs `electra demo` into WORK/demo first
-    python benchmarks/finetune_transfer.py --model DIR --max-train-examples 500 --seeds 1
+    python -m experiments.finetune_transfer --model runs/demo/pretrain/final/discriminator
+    python -m experiments.finetune_transfer            # runs `electra demo` into WORK/demo first
+    python -m experiments.finetune_transfer --model DIR --max-train-examples 500 --seeds 1
 """
 
 from __future__ import annotations

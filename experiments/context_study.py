@@ -7,7 +7,7 @@ count-based detector with no learning: bigram PMI from the training split's coun
 probe. Runs are cached per variant under WORK/runs/NAME and resumed when interrupted; the
 table is WORK/results.md, and the JSON is printed.
 
-    .venv/bin/python benchmarks/context_study.py --work runs/context_study [--only a,b]
+    .venv/bin/python -m experiments.context_study --work runs/context_study [--only a,b]
 
 It also holds the efficiency ladder's objectives and the generator sizes with the CPU recipe
 (`mlm+alibi-steep`, ..., `base-rate+alibi-steep-gen0.25`, ...), so a run on the recipe's data
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from objective_ladder import LABELS, LADDER
 from sklearn.metrics import roc_auc_score
 
 from electra.config import PretrainConfig, set_dotted
@@ -32,6 +31,7 @@ from electra.data.dataset import PretrainingDataset
 from electra.objectives import objective_step_flops
 from electra.train.heldout import build_fixed_corruptions
 from electra.train.loop import pretrain, special_ids_for
+from experiments.objective_ladder import LABELS, LADDER
 
 # name -> (overrides as --set would give them, what it tests). Budgets are equal in training
 # FLOPs to the baseline's STEPS tiny ELECTRA steps (variants with another step cost get
@@ -72,7 +72,7 @@ VARIANTS: dict[str, tuple[dict, str]] = {
 # recipe, on the same data as its ELECTRA runs (`base-rate+alibi-steep`), so their transfer
 # compares at equal FLOPs. The other objectives keep tiny-local's ALiBi encoder with a zero
 # head bias: the base-rate bias is defined for ELECTRA's all-token head only (as
-# `benchmarks/equal_budget.run_config` sets it for the ladder).
+# `experiments/equal_budget.run_config` sets it for the ladder).
 def ladder_variant(objective: str) -> str:
     """The variant that runs one of the ladder's objectives with the CPU recipe."""
     return "base-rate+alibi-steep" if objective == "electra" else f"{objective}+alibi-steep"

@@ -10,9 +10,9 @@ and the norms of layer 1's attention and FFN outputs against its input. Two mode
 
 Both with AdamW; the schedule is constant after warm-up unless `--schedule electra` (linear
 decay to 0 at the last step, as `electra pretrain`). Uses the demo's data (prepared by
-`benchmarks/context_study.py` under --data). Prints JSON.
+`experiments/context_study.py` under --data). Prints JSON.
 
-    .venv/bin/python benchmarks/collapse_lab.py --model transformer --lr 1e-3 --steps 300
+    .venv/bin/python -m experiments.collapse_lab --model transformer --lr 1e-3 --steps 300
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` pe
 one JSON object (also written to WORK/summary.json) and writes README's table to
 WORK/summary.md.
 
-    OMP_NUM_THREADS=1 python benchmarks/cvt.py            # the full grid, 2 runs at a time
-    OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
+    OMP_NUM_THREADS=1 python -m experiments.cvt            # the full grid, 2 runs at a time
+    OMP_NUM_THREADS=1 python -m experiments.cvt --tasks chunk --sizes 1000 --seeds 0 \\
         --methods supervised,cvt --steps 600              # a reduced run
-    OMP_NUM_THREADS=1 python benchmarks/cvt.py --tasks chunk --sizes 1000 --seeds 0 \\
+    OMP_NUM_THREADS=1 python -m experiments.cvt --tasks chunk --sizes 1000 --seeds 0 \\
         --methods supervised,cvt --steps 500,1000,2000    # a learning curve, in stages
 
 With several `--steps`, each run trains to the first, is scored, continues from its checkpoint
@@ -107,7 +107,7 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
         try:
             res = run_train(settings, progress=False)
         except ElectraError as err:  # e.g. a run already past this stage: name the fix here
-            raise ElectraError(f"{err} (benchmarks/cvt.py: a run dir of WORK trains on from "
+            raise ElectraError(f"{err} (experiments/cvt.py: a run dir of WORK trains on from "
                                "its last stage; use a new --work for shorter runs)") from None
         entry = {"name": name, "tasks": tasks, "size": size, "cvt": cvt, "seed": seed,
                  "steps": steps, "scores": res["scores"],

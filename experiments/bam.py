@@ -14,8 +14,8 @@ vocabulary trained on the tasks' training sentences (at CPU budgets no pre-train
 ours has beaten random initialisation; see README). Prints a JSON object and a markdown table,
 also written to WORK/results.json and WORK/results.md.
 
-    python benchmarks/bam.py                                  # 3 seeds, defaults below
-    python benchmarks/bam.py --seeds 1 --max-train-examples 300 --epochs 3   # a reduced run
+    python -m experiments.bam                                  # 3 seeds, defaults below
+    python -m experiments.bam --seeds 1 --max-train-examples 300 --epochs 3   # a reduced run
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ WORK/transfer/baseline. One model is about 65 minutes of pre-training and 9 of f
 .json; with matplotlib WORK/ladder.png, the gains, and WORK/curves.png, each finished model's
 held-out pre-training curves against training FLOPs).
 
-    python benchmarks/ladder_on_mix.py --only mlm+alibi-steep --seeds 1    # one model
-    python benchmarks/ladder_on_mix.py --only electra-15+alibi-steep,replace-mlm+alibi-steep
-    python benchmarks/ladder_on_mix.py --table                              # what has finished
+    python -m experiments.ladder_on_mix --only mlm+alibi-steep --seeds 1    # one model
+    python -m experiments.ladder_on_mix --only electra-15+alibi-steep,replace-mlm+alibi-steep
+    python -m experiments.ladder_on_mix --table                              # what has finished
 """
 
 from __future__ import annotations
@@ -31,13 +31,11 @@ import statistics
 import sys
 from pathlib import Path
 
-import context_study
-import finetune_transfer
-from objective_ladder import LABELS, LADDER, PAPER_TABLE_5_7
-
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.plot import plot as plot_curves
+from experiments import context_study, finetune_transfer
+from experiments.objective_ladder import LABELS, LADDER, PAPER_TABLE_5_7
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUDGET_STEPS = 9000  # the recipe's ELECTRA run: the budget every objective gets in FLOPs

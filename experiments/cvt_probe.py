@@ -20,7 +20,7 @@ the reference details added on 2026-11-24 (TensorFlow initialisation with forget
 hidden layers) and the unlabeled-text clean-up, i.e. the setup the README's probe table
 measured; its warm-up model is cached separately.
 
-    OMP_NUM_THREADS=1 python benchmarks/cvt_probe.py --mode cvt --views full
+    OMP_NUM_THREADS=1 python -m experiments.cvt_probe --mode cvt --views full
 """
 
 from __future__ import annotations

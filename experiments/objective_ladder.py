@@ -13,7 +13,7 @@ Work is cached under WORK (vocabulary, prepared data, each pre-training run, eac
 so an interrupted run picks up where it stopped. Prints one JSON object and two markdown
 tables, also written to WORK/results.json and WORK/results.md.
 
-    python benchmarks/objective_ladder.py                       # the recorded run (README)
+    python -m experiments.objective_ladder                       # the recorded run (README)
 
 A reference row fine-tunes the same encoder from random weights (`--no-random-baseline` skips
 it): at this scale it is the line an objective must clear before the ordering means anything.
@@ -22,14 +22,14 @@ The default budget (600 tiny ELECTRA steps, ~3.5e13 FLOPs per model) is sized so
 script, 8 pre-trainings and 81 fine-tunings, fits in 2 hours on a 2-core CPU: measured about
 10 minutes per model on an idle machine (3 pre-training, 7 fine-tuning), 90 minutes in all.
 
-    python benchmarks/objective_ladder.py --electra-steps 20 --max-train-examples 64 \\
+    python -m experiments.objective_ladder --electra-steps 20 --max-train-examples 64 \\
         --seeds 1 --tasks RTE --work /tmp/ladder_smoke          # a smoke test (minutes)
 
 With the recipe that makes a tiny discriminator learn context (README, "What makes it learn"),
 in a WORK of its own, at the budget where its transfer showed (9,000 steps: about an hour per
 model on 2 CPU cores, far less on a GPU):
 
-    python benchmarks/objective_ladder.py --preset tiny-local --layerwise-decay 1.0 \\
+    python -m experiments.objective_ladder --preset tiny-local --layerwise-decay 1.0 \\
         --electra-steps 9000 --work runs/ladder_tiny_local
 
 WORK/curves.png then overlays the runs' held-out curves against training FLOPs.
@@ -43,7 +43,11 @@ import statistics
 import time
 from pathlib import Path
 
-from equal_budget import (
+from electra.errors import ElectraError
+from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.plot import plot
+from electra.tasks import get_task
+from experiments.equal_budget import (
     SHARED,
     budget_flops,
     log,
@@ -54,12 +58,7 @@ from equal_budget import (
     steps_for_budget,
     vocab_size_of,
 )
-from finetune_transfer import random_init
-
-from electra.errors import ElectraError
-from electra.finetune.loop import FinetuneSettings, finetune, primary_key
-from electra.plot import plot
-from electra.tasks import get_task
+from experiments.finetune_transfer import random_init
 
 LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
 LABELS = {"electra": "ELECTRA", "all-tokens-mlm": "All-Tokens MLM", "replace-mlm": "Replace MLM",
