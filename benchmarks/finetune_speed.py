@@ -1,7 +1,8 @@
 """Fine-tuning and evaluation examples/s of the `small` preset on SST-2 and SQuAD windows.
 
 What is timed is what `electra finetune` runs: a training step is collation + forward (bf16
-autocast or not) + backward + gradient clipping + AdamW + schedule (`finetune.loop.train_step`);
+autocast or not) + backward + the shared update: clipping, non-finite guard, AdamW, schedule
+(`finetune.loop.train_step`);
 an evaluation pass is `finetune.loop.predict_examples` over a dev set (tokenization,
 length-sorted batches, forward without gradient, post-processing back to labels or answer text,
 input order restored). The model is ELECTRA-Small (Table 5.1, vocabulary 30,522) from random
@@ -49,6 +50,7 @@ from electra.model.encoder import Encoder, init_weights
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tokenizer import load_tokenizer, train_vocab
+from electra.train.skeleton import StepLoop, Update
 from electra.train.speed import configure_process_for_speed
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -105,12 +107,15 @@ def time_training(preset: str, task: Task, features: list[dict], batches: list[l
     model.train()
     opt, sched = build_optimizer(model, 3e-4, 0.8, model.encoder.config.num_hidden_layers,
                                  2 * len(batches), 0.1, "dissertation", 0.0, 1e-6)
+    update = Update(opt, sched, list(model.parameters()), max_grad_norm=1.0)
+    loop = StepLoop(2 * len(batches))
     times, sizes, padded = [], [], []
     for timed in (False, True):
         for idx in batches:
             start = time.perf_counter()
             batch = task.collate([features[i] for i in idx])
-            train_step(model, task, batch, opt, sched, bf16)
+            train_step(model, task, batch, loop, update, bf16)
+            loop.end_step()
             elapsed = time.perf_counter() - start
             if timed:
                 times.append(elapsed)

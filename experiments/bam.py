@@ -11,8 +11,8 @@ results.json exists is not run again, so an interrupted benchmark resumes where 
 
 Encoder: `--model DIR`, or (default) a randomly initialised `tiny` encoder with a WordPiece
 vocabulary trained on the tasks' training sentences (at CPU budgets no pre-trained encoder of
-ours has beaten random initialisation; see README). Prints a JSON object and a markdown table,
-also written to WORK/results.json and WORK/results.md.
+ours has beaten random initialisation; see docs/experiments/bam.md). Prints a JSON object and a
+markdown table, also written to WORK/results.json and WORK/results.md.
 
     python -m experiments.bam                                  # 3 seeds, defaults below
     python -m experiments.bam --seeds 1 --max-train-examples 300 --epochs 3   # a reduced run

@@ -1,4 +1,5 @@
-"""What makes a small discriminator learn context? Measured ablations (issue 10, part 2).
+"""What makes a small discriminator learn context? Measured ablations
+(docs/experiments/collapse.md).
 
 Every variant pre-trains `tiny` on the demo's Wikipedia text (or --corpus) and is scored by
 the held-out probes of `electra.train.heldout`: the discriminator's AUC on *fixed* unigram-
@@ -11,8 +12,8 @@ table is WORK/results.md, and the JSON is printed.
 
 It also holds the efficiency ladder's objectives and the generator sizes with the CPU recipe
 (`mlm+alibi-steep`, ..., `base-rate+alibi-steep-gen0.25`, ...), so a run on the recipe's data
-(`--corpus`, `--budget-steps 9000`) compares with its ELECTRA runs at equal FLOPs; README,
-"The ladder with the CPU recipe".
+(`--corpus`, `--budget-steps 9000`) compares with its ELECTRA runs at equal FLOPs
+(docs/experiments/ladder.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ fixes the initialisation and data order of both runs; the subset is one for all 
 
 Each run is cached as WORK/results/NAME-STEPS.json and trains under WORK/runs/NAME with
 checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` per run). Prints
-one JSON object (also written to WORK/summary.json) and writes README's table to
+one JSON object (also written to WORK/summary.json) and writes docs/experiments/cvt.md's table to
 WORK/summary.md.
 
     OMP_NUM_THREADS=1 python -m experiments.cvt            # the full grid, 2 runs at a time
@@ -205,8 +205,9 @@ LABELS = {"chunk": "chunk (span F1, CoNLL-2000 test)", "pos": "POS (accuracy, UD
 
 
 def markdown(table: list[dict]) -> str:
-    """The summary as README's table: medians with each seed's score in brackets (dep: LAS /
-    UAS, the seeds' LAS), gains as medians of per-seed differences, median train seconds."""
+    """The summary as docs/experiments/cvt.md's table: medians with each seed's score in
+    brackets (dep: LAS / UAS, the seeds' LAS), gains as medians of per-seed differences, median
+    train seconds."""
     methods = [m for m in ("supervised", "cvt", "multitask") if any(m in r for r in table)]
     names = {"supervised": "supervised", "cvt": "CVT", "multitask": "multi-task CVT"}
     gains = [m for m in ("cvt", "multitask") if any(f"{m}_gain" in r for r in table)]

@@ -1,4 +1,4 @@
-"""Why does CVT hurt at CPU scale? A controlled probe (README, "Cross-view training").
+"""Why does CVT hurt at CPU scale? A controlled probe (docs/experiments/cvt.md).
 
 Trains the `small` model supervised for `--warm` labeled steps (cached under WORK), then
 continues for `--steps` steps in one of three modes and prints the live (not EMA) primary
@@ -17,7 +17,7 @@ fits the auxiliary modules alone for N unlabeled updates (in the probe they star
 unlike CVT from scratch, where they learn alongside the encoder). `--before` switches off
 the reference details added on 2026-11-24 (TensorFlow initialisation with forget-gate bias 1,
 <start>/<end> tokens and word-boundary characters, row-sparse embedding momentum, the parser's
-hidden layers) and the unlabeled-text clean-up, i.e. the setup the README's probe table
+hidden layers) and the unlabeled-text clean-up, i.e. the setup docs/experiments/cvt.md's probe table
 measured; its warm-up model is cached separately.
 
     OMP_NUM_THREADS=1 python -m experiments.cvt_probe --mode cvt --views full

@@ -1,6 +1,6 @@
 """The efficiency ladder (dissertation Table 5.7) and the generator-size sweep (section 5.3.2)
-with the CPU recipe, on the text where its pre-training pays (README, "A CPU recipe that
-transfers"): every objective pre-trained at the FLOPs of 9,000 `tiny-local` ELECTRA steps
+with the CPU recipe, on the text where its pre-training pays (docs/experiments/cpu-recipe.md):
+every objective pre-trained at the FLOPs of 9,000 `tiny-local` ELECTRA steps
 (`context_study.py`'s ladder variants), then fine-tuned on CoLA, SST-2 and RTE against one
 random-init baseline (`finetune_transfer.py`, layer-wise decay off), and tabulated.
 
@@ -76,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS) -> Path:
     """The first `n` unlabeled IMDB reviews as JSON lines, `<br />` turned into line breaks
-    (what README's `zcat | head | sed` writes, byte for byte)."""
+    (what docs/experiments/cpu-recipe.md's `zcat | head | sed` writes, byte for byte)."""
     if out.is_file():
         return out
     source = corpus_dir / "aclImdb" / "unsup.jsonl.gz"

@@ -13,7 +13,7 @@ Work is cached under WORK (vocabulary, prepared data, each pre-training run, eac
 so an interrupted run picks up where it stopped. Prints one JSON object and two markdown
 tables, also written to WORK/results.json and WORK/results.md.
 
-    python -m experiments.objective_ladder                       # the recorded run (README)
+    python -m experiments.objective_ladder    # the run in docs/experiments/ladder.md
 
 A reference row fine-tunes the same encoder from random weights (`--no-random-baseline` skips
 it): at this scale it is the line an objective must clear before the ordering means anything.
@@ -25,7 +25,7 @@ script, 8 pre-trainings and 81 fine-tunings, fits in 2 hours on a 2-core CPU: me
     python -m experiments.objective_ladder --electra-steps 20 --max-train-examples 64 \\
         --seeds 1 --tasks RTE --work /tmp/ladder_smoke          # a smoke test (minutes)
 
-With the recipe that makes a tiny discriminator learn context (README, "What makes it learn"),
+With the recipe that makes a tiny discriminator learn context (docs/experiments/collapse.md),
 in a WORK of its own, at the budget where its transfer showed (9,000 steps: about an hour per
 model on 2 CPU cores, far less on a GPU):
 

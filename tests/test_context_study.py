@@ -1,5 +1,5 @@
 """The context study's ladder variants: the efficiency ladder re-run with the CPU recipe
-(README, "The ladder with the CPU recipe") at the ladder's equal-FLOP budget."""
+(docs/experiments/ladder.md) at the ladder's equal-FLOP budget."""
 
 
 import pytest

@@ -1,6 +1,6 @@
 """experiments/cvt.py on tiny synthetic data: every run is cached and reused, medians and the
 CVT gain are computed from the runs (paired by seed), multi-task reports every task, and
-README's table is written as markdown."""
+docs/experiments/cvt.md's table is written as markdown."""
 
 from __future__ import annotations
 

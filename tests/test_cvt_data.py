@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from electra.cvt.conll import Sentence, read_columns, read_conllu
-from electra.cvt.tags import from_bioes, to_bioes
+from electra.conll import Sentence, read_columns, read_conllu
 from electra.cvt.tasks import CVTTask, attachment_scores
 from electra.cvt.unlabeled import load_sentences, tokenize
 from electra.cvt.vocab import Vocab, build_vocab, normalize, read_word_vectors
 from electra.errors import ElectraError
-from electra.tasks.metrics import chunks, iob1_to_iob2
+from electra.tagschemes import from_bioes, iob1_to_iob2, to_bioes
+from electra.tasks.metrics import chunks
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -267,7 +267,7 @@ def test_cvt_weight_scales_the_unlabeled_loss_and_defaults_to_the_papers_1(data,
 
 
 def test_sigterm_checkpoints_the_step_and_resume_is_exact(data, tmp_path, monkeypatch, capsys):
-    """As `pretrain` (issue 13): a stop signal during step 2 finishes it, writes its checkpoint,
+    """As `pretrain`: a stop signal during step 2 finishes it, writes its checkpoint,
     exits EXIT_PREEMPTED with one line; --resume ends where the uninterrupted run ends."""
     import os
     import signal

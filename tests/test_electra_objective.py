@@ -319,7 +319,7 @@ def test_discriminator_bias_starts_at_zero_as_the_official_code():
 
 
 def test_base_rate_bias_init_predicts_the_replaced_share_before_training():
-    """objective.disc_bias_init="base-rate" (ours, README: the collapse study): the untrained
+    """objective.disc_bias_init="base-rate" (ours, docs/experiments/collapse.md): the untrained
     discriminator's mean P(replaced) is mask_prob, not 0.5."""
     obj = objective(disc_bias_init="base-rate", mask_prob=0.15)
     obj.eval()

@@ -1,4 +1,4 @@
-"""Length-sorted training batches and length-sorted evaluation (issue 3, "Speed and memory"):
+"""Length-sorted training batches and length-sorted evaluation (docs/finetuning.md):
 every example once per epoch, less padding, deterministic for a seed, predictions back in input
 order."""
 

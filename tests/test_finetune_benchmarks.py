@@ -1,5 +1,5 @@
 """The fine-tuning benchmark scripts run end to end on small inputs and report what they claim
-(no timing assertions: numbers are for the README, not for tests)."""
+(no timing assertions: numbers are for docs/speed.md, not for tests)."""
 
 from __future__ import annotations
 

@@ -101,7 +101,8 @@ def test_conllu_skips_multiword_and_empty_nodes(tmp_path: Path) -> None:
     ex = get_task("pos").read(tmp_path, "train")
     assert [(e.words, e.tags) for e in ex] == [(["do", "n't", "go"], ["AUX", "PART", "VERB"])]
     (tmp_path / "dev.conllu").write_text("1\tdo\tdo\tAUX\n")
-    with pytest.raises(ElectraError, match=r"dev.conllu:1: 4 columns, expected 10"):
+    with pytest.raises(ElectraError,
+                       match=r"dev.conllu:1: 4 tab-separated columns, expected 10"):
         get_task("pos").read(tmp_path, "dev")
 
 

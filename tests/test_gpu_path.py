@@ -31,8 +31,9 @@ from electra.model.encoder import (
 )
 from electra.objectives import build_objective
 from electra.train import checkpoint
-from electra.train.loop import _Window, pretrain
+from electra.train.loop import _window_values, pretrain
 from electra.train.optim import adamw_impl, build_optimizer
+from electra.train.skeleton import LogWindow
 
 CFG = ModelConfig(vocab_size=200, embedding_size=32, hidden_size=64, num_hidden_layers=2,
                   num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
@@ -179,8 +180,8 @@ HOST_READS = ("__bool__", "__float__", "__int__", "item", "tolist")
 def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Counts every tensor -> Python value conversion made by the loop and the encoder in a
-    6-step run logged every 3 steps: one per step (`_step_flags`, finite/stop), one per log
-    line (`_Window.flush`), one per micro-batch on the *host* batch (padding), none in the
+    6-step run logged every 3 steps: one per step (`StepLoop._flags`, finite/stop), one per log
+    line (`LogWindow.flush`), one per micro-batch on the *host* batch (padding), none in the
     encoders (they take the host's answer)."""
     calls: Counter[tuple[str, str, str]] = Counter()
 
@@ -200,17 +201,17 @@ def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path
     pretrain(_tiny(6, 3, grad_accum=2), data_dir, tmp_path / "out", device="cpu",
              show_progress=False)
     monkeypatch.undo()
-    assert calls == {("loop.py", "_step_flags", "_pretrain"): 6,
-                     ("loop.py", "flush", "_pretrain"): 2,
-                     ("encoder.py", "mask_has_padding", "_pretrain"): 12}, calls
+    assert calls == {("skeleton.py", "_flags", "update"): 6,
+                     ("skeleton.py", "flush", "_train_steps"): 2,
+                     ("encoder.py", "mask_has_padding", "_train_steps"): 12}, calls
 
 
 def test_window_accumulates_tensors() -> None:
-    window = _Window()
+    window = LogWindow()
     output = SimpleNamespace(loss=torch.tensor(2.0), losses={"gen_loss": torch.tensor(1.0)},
                              counts={"masked": torch.tensor(3.0)})
     for _ in range(2):
-        window.add(output, torch.ones(2, 4))
+        window.add(_window_values(output, torch.ones(2, 4)))
         window.end_step()
     assert set(window.sums) == {"loss", "gen_loss", "masked", "_tokens"}
     assert all(isinstance(v, torch.Tensor) and v.ndim == 0 for v in window.sums.values())

@@ -1,5 +1,5 @@
 """What an objective class declares (objectives.base), and that a new objective is one module
-plus one line in the registry (`electra.config.OBJECTIVES`)."""
+plus one line in the registry (`electra.config.OBJECTIVES`: its class and its config defaults)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import torch
 from objective_helpers import SPECIAL, make_batch, small_model  # noqa: E402
 
 from electra import flops
-from electra.config import OBJECTIVES, ObjectiveConfig
+from electra.config import OBJECTIVES, ObjectiveConfig, ObjectiveSpec
+from electra.flops_report import main_flops
 from electra.model.encoder import Discriminator, init_weights
 from electra.objectives import (
     REGISTRY,
     Objective,
     ObjectiveOutput,
     build_objective,
-    main_flops,
     metrics_from_counts,
     objective_class,
     resolved,
@@ -75,9 +75,8 @@ def test_scorers_declared_by_the_objectives():
 
 class UniformRtd(Objective):
     """A toy objective: replaced token detection against uniform replacements, from the
-    shared core, with its own defaults, a metric, a scorer and FLOPs."""
+    shared core, with a metric, a scorer and FLOPs (its defaults are its registry line's)."""
 
-    config_defaults = {"mask_token_prob": 1.0, "random_token_prob": 0.0, "disc_weight": 2.0}
     metrics = {**DISCRIMINATOR_METRICS, "toy_frac": ("replaced", "masked")}
     discriminator_scorer = "electric"
 
@@ -108,7 +107,8 @@ def toy_registered(monkeypatch):
     module = types.ModuleType("electra.objectives.toy")
     module.UniformRtd = UniformRtd
     monkeypatch.setitem(sys.modules, "electra.objectives.toy", module)
-    monkeypatch.setitem(OBJECTIVES, "toy", "toy:UniformRtd")  # the one registry line
+    monkeypatch.setitem(OBJECTIVES, "toy", ObjectiveSpec(  # the one registry line
+        "toy:UniformRtd", {"mask_token_prob": 1.0, "random_token_prob": 0.0, "disc_weight": 2.0}))
     all_metrics.cache_clear()
     yield
     all_metrics.cache_clear()
@@ -129,3 +129,13 @@ def test_new_objective_is_one_module_plus_one_registry_line(toy_registered):
     assert set(report["breakdown"]) == {"discriminator.embeddings", "discriminator.layers",
                                         "discriminator.head"}
     assert discriminator_scorer("toy") == "electric"
+
+
+def test_config_defaults_are_data_not_class_attributes():
+    """Validating a config reads the registry, never an objective class (no import of
+    electra.objectives from electra.config, which the objectives import)."""
+    assert not any(hasattr(objective_class(name), "config_defaults") for name in REGISTRY)
+    for name, spec in OBJECTIVES.items():
+        cfg = ObjectiveConfig(name=name)
+        cfg.resolve_defaults()
+        assert {k: getattr(cfg, k) for k in spec.defaults} == spec.defaults, name

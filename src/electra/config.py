@@ -1,7 +1,9 @@
-"""Typed configuration: model presets from Table 5.1 of the dissertation, strict merging.
+"""Typed configuration: the pre-training config, the objective registry, strict merging.
 
 Every run writes its full configuration next to its outputs; loading a configuration with an
-unknown key, a wrong type or a nonsensical value raises `ElectraError`.
+unknown key, a wrong type or a nonsensical value raises `ElectraError`. The encoder's shape is
+`electra.model_config.ModelConfig` and the presets (Table 5.1) are `electra.presets`; both are
+re-exported here for the modules that read them from `electra.config`.
 """
 
 from __future__ import annotations
@@ -11,156 +13,49 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from electra.errors import ElectraError
+from electra.model_config import POSITION_BIASES as POSITION_BIASES
+from electra.model_config import ModelConfig
+from electra.presets import DEMO_PRESETS as DEMO_PRESETS
+from electra.presets import PRESETS as PRESETS
+from electra.presets import Preset as Preset
+from electra.presets import get_preset
 
-POSITION_BIASES = ("none", "alibi")
-
-
-@dataclass
-class ModelConfig:
-    """A BERT-architecture encoder. Field names match Hugging Face's ElectraConfig."""
-
-    vocab_size: int = 30522
-    embedding_size: int = 128
-    hidden_size: int = 256
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 4
-    intermediate_size: int = 1024
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
-    pad_token_id: int = 0
-    # Position information beyond the learned absolute embeddings: "none" (BERT/ELECTRA), or
-    # "alibi" (Press et al. 2022, made symmetric for a bidirectional encoder): a fixed
-    # -slope_h * |i - j| added to head h's attention scores, a locality prior from step 0.
-    # Not part of Hugging Face's ELECTRA: `transformers` would ignore it (see model/hf.py).
-    position_bias: str = "none"
-    # With "alibi": the steepest head's slope (None: ALiBi's own, 2**(-8/heads)); the others
-    # follow at ALiBi's ratio. Ours: `tiny`'s 2 heads get slopes 1/16 and 1/256, too flat to
-    # make any head local; 1.0 gives 1 and 1/16 (README: the collapse study).
-    alibi_max_slope: float | None = None
-
-    def validate(self) -> None:
-        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-                     "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                     "type_vocab_size"):
-            if getattr(self, name) < 1:
-                raise ElectraError(f"model.{name} must be positive, got {getattr(self, name)}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ElectraError(
-                f"model.hidden_size ({self.hidden_size}) must be divisible by "
-                f"model.num_attention_heads ({self.num_attention_heads})")
-        if self.position_bias not in POSITION_BIASES:
-            raise ElectraError(f"model.position_bias must be one of {', '.join(POSITION_BIASES)}"
-                               f", got {self.position_bias!r}")
-        if self.alibi_max_slope is not None and (self.position_bias != "alibi"
-                                                 or self.alibi_max_slope <= 0):
-            raise ElectraError(f"model.alibi_max_slope ({self.alibi_max_slope}) needs "
-                               f"model.position_bias='alibi' and a positive value")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ElectraError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
-
-    def scaled(self, multiplier: float) -> ModelConfig:
-        """The generator's config: hidden and FFN sizes times `multiplier`, same depth and
-        embedding size (Table 5.1, "Generator Size"). Heads keep the discriminator's head size,
-        at least one head, as the official get_generator_config does (num_attention_heads =
-        max(1, hidden // 64) with 64-wide heads in every preset), so any fraction that gives a
-        whole hidden size works, e.g. 1/8 of `tiny` is one 16-wide head."""
-        frac = Fraction(multiplier).limit_denominator(64)
-        hidden = self.hidden_size * frac
-        ffn = self.intermediate_size * frac
-        head_size = self.hidden_size // self.num_attention_heads
-        if hidden.denominator != 1 or ffn.denominator != 1 or hidden < 1:
-            raise ElectraError(
-                f"generator multiplier {multiplier} does not give whole sizes for this model "
-                f"(hidden {self.hidden_size}, FFN {self.intermediate_size})")
-        heads = max(1, int(hidden) // head_size)
-        if int(hidden) % heads:
-            raise ElectraError(f"generator multiplier {multiplier}: hidden size {int(hidden)} "
-                               f"is not divisible into {heads} heads of {head_size}")
-        return dataclasses.replace(self, hidden_size=int(hidden), intermediate_size=int(ffn),
-                                   num_attention_heads=heads)
+# ObjectiveConfig fields an objective leaves at None take its published values, kept here beside
+# the registry (not on the classes) so that validating a config imports no objective.
+# ELECTRA: of the masked positions 85% [MASK], 15% kept, no random tokens (official
+# pretrain_helpers.mask); discriminator loss weight 50 (section 5.2.1).
+ELECTRA_DEFAULTS: dict[str, Any] = {"mask_token_prob": 0.85, "random_token_prob": 0.0,
+                                    "disc_weight": 50.0}
+# BERT: 80% [MASK], 10% random, 10% kept (Devlin et al. 2019, section 3.1).
+BERT_DEFAULTS: dict[str, Any] = {**ELECTRA_DEFAULTS, "mask_token_prob": 0.8,
+                                 "random_token_prob": 0.1}
+# TEAMS: the replaced token detection weight lambda_1 = 5 (TEAMS paper, section 4.1).
+TEAMS_DEFAULTS: dict[str, Any] = {**ELECTRA_DEFAULTS, "disc_weight": 5.0}
 
 
-@dataclass
-class Preset:
-    model: ModelConfig
-    generator_multiplier: float
-    mask_prob: float
-    learning_rate: float
-    batch_size: int
-    seq_len: int
-    warmup_steps: int
-    electra_steps: int
-    bert_steps: int
-    disc_bias_init: str = "zero"
+class ObjectiveSpec(NamedTuple):
+    """A registry line: the class as "module:Class" in electra.objectives (imported only when
+    used) and the values of the ObjectiveConfig fields it leaves at None."""
+
+    target: str
+    defaults: dict[str, Any]
 
 
-# Table 5.1. `tiny` is ours, for CPUs; its generator is 1/2 the width because 1/4 of two
-# attention heads is not a whole head.
-PRESETS: dict[str, Preset] = {
-    "tiny": Preset(ModelConfig(embedding_size=128, hidden_size=128, num_hidden_layers=4,
-                               num_attention_heads=2, intermediate_size=512),
-                   generator_multiplier=0.5, mask_prob=0.15, learning_rate=1e-3,
-                   batch_size=32, seq_len=128, warmup_steps=100, electra_steps=2000,
-                   bert_steps=2000),
-    # `tiny` with two departures that let it learn context at small budgets (README: the collapse
-    # study): a base-rate discriminator bias, and ALiBi with one local head (slopes 1 and 1/16).
-    # Exports load in our tools; `transformers` would ignore the ALiBi bias.
-    "tiny-local": Preset(ModelConfig(embedding_size=128, hidden_size=128, num_hidden_layers=4,
-                                     num_attention_heads=2, intermediate_size=512,
-                                     position_bias="alibi", alibi_max_slope=1.0),
-                         generator_multiplier=0.5, mask_prob=0.15, learning_rate=1e-3,
-                         batch_size=32, seq_len=128, warmup_steps=100, electra_steps=2000,
-                         bert_steps=2000, disc_bias_init="base-rate"),
-    "small": Preset(ModelConfig(embedding_size=128, hidden_size=256, num_hidden_layers=12,
-                                num_attention_heads=4, intermediate_size=1024),
-                    generator_multiplier=1 / 4, mask_prob=0.15, learning_rate=5e-4,
-                    batch_size=128, seq_len=128, warmup_steps=10000, electra_steps=1_000_000,
-                    bert_steps=1_450_000),
-    "base": Preset(ModelConfig(embedding_size=768, hidden_size=768, num_hidden_layers=12,
-                               num_attention_heads=12, intermediate_size=3072),
-                   generator_multiplier=1 / 3, mask_prob=0.15, learning_rate=2e-4,
-                   batch_size=256, seq_len=512, warmup_steps=10000, electra_steps=766_000,
-                   bert_steps=1_000_000),
-    "large": Preset(ModelConfig(embedding_size=1024, hidden_size=1024, num_hidden_layers=24,
-                                num_attention_heads=16, intermediate_size=4096),
-                    generator_multiplier=1 / 4, mask_prob=0.25, learning_rate=2e-4,
-                    batch_size=2048, seq_len=512, warmup_steps=10000, electra_steps=400_000,
-                    bert_steps=464_000),
-}
-
-# What `electra demo --preset` offers: `tiny-local` (the default: its discriminator learns
-# context within the demo's budget) and `tiny` (plain BERT architecture, loads in transformers).
-DEMO_PRESETS = ("tiny", "tiny-local")
-
-
-def get_preset(name: str) -> Preset:
-    if name not in PRESETS:
-        raise ElectraError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    return dataclasses.replace(PRESETS[name], model=dataclasses.replace(PRESETS[name].model))
-
-
-# The objective registry: name -> "module:Class" in electra.objectives, imported only when used.
-# The class declares the rest (config defaults, metrics, generator, scorer, FLOPs; see
+# The objective registry. The class declares the rest (metrics, generator, scorer, FLOPs; see
 # electra.objectives.base), so a new objective is one module and one line here.
-OBJECTIVES: dict[str, str] = {
-    "electra": "electra:ElectraObjective",
-    "electra-15": "electra:ElectraObjective",
-    "mlm": "mlm:MlmObjective",
-    "replace-mlm": "replace_mlm:ReplaceMlmObjective",
-    "all-tokens-mlm": "replace_mlm:AllTokensMlmObjective",
-    "electric": "electric:ElectricObjective",
-    "electra-tt": "electric:ElectraTwoTowerObjective",
-    "teams": "teams:TeamsObjective",
+OBJECTIVES: dict[str, ObjectiveSpec] = {
+    "electra": ObjectiveSpec("electra:ElectraObjective", ELECTRA_DEFAULTS),
+    "electra-15": ObjectiveSpec("electra:ElectraObjective", ELECTRA_DEFAULTS),
+    "mlm": ObjectiveSpec("mlm:MlmObjective", BERT_DEFAULTS),
+    "replace-mlm": ObjectiveSpec("replace_mlm:ReplaceMlmObjective", ELECTRA_DEFAULTS),
+    "all-tokens-mlm": ObjectiveSpec("replace_mlm:AllTokensMlmObjective", ELECTRA_DEFAULTS),
+    "electric": ObjectiveSpec("electric:ElectricObjective", ELECTRA_DEFAULTS),
+    "electra-tt": ObjectiveSpec("electric:ElectraTwoTowerObjective", ELECTRA_DEFAULTS),
+    "teams": ObjectiveSpec("teams:TeamsObjective", TEAMS_DEFAULTS),
 }
 OBJECTIVE_NAMES = tuple(OBJECTIVES)
 GENERATOR_KINDS = ("mlm", "unigram", "uniform")
@@ -168,10 +63,11 @@ SHARING_MODES = ("embeddings", "none", "all", "gdes")
 ALGORITHMS = ("joint", "two-stage", "adversarial")
 DISC_BIAS_INITS = ("zero", "base-rate")
 
+
 @dataclass
 class ObjectiveConfig:
     """The pre-training objective and its generator. Fields left at None take the objective's
-    published default when the config is validated (its class's `config_defaults`), so the
+    published default when the config is validated (its `OBJECTIVES` line), so the
     `config.json` written next to a run always holds the values actually used."""
 
     name: str = "electra"
@@ -197,7 +93,7 @@ class ObjectiveConfig:
     disc_weight: float | None = None  # ELECTRA's 50 (section 5.2.1); TEAMS' lambda_1 = 5
     # The discriminator's output bias at step 0: "zero" (the official code) or "base-rate",
     # the log-odds of mask_prob, the share of tokens replaced while the generator is still
-    # untrained. Ours, for small budgets (README: the collapse study): with a zero bias, the
+    # untrained. Ours, for small budgets (docs/experiments/collapse.md): with a zero bias, the
     # fastest way for Adam to lower every logit to the base rate is to push every token vector
     # in one shared direction, and the token vectors collapse before context is learned.
     disc_bias_init: str = "zero"
@@ -210,9 +106,10 @@ class ObjectiveConfig:
 
     def resolve_defaults(self) -> None:
         """Fill fields left at None with this objective's defaults (in place)."""
-        from electra.objectives import objective_class  # lazy: the objectives import this
-
-        for key, value in objective_class(self.name).config_defaults.items():
+        if self.name not in OBJECTIVES:
+            raise ElectraError(f"unknown objective {self.name!r}; choose one of "
+                               f"{', '.join(OBJECTIVES)}")
+        for key, value in OBJECTIVES[self.name].defaults.items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
 
@@ -274,7 +171,7 @@ class TrainConfig:
     # and counts it as `skipped_nonfinite` in the metrics.
     skip_nonfinite: bool = False
     # torch.compile every Transformer layer (opt-in: compiling takes minutes, needs a C++
-    # compiler on CPU, and was not yet measured on a GPU; see README: Speed).
+    # compiler on CPU, and was not yet measured on a GPU; see docs/speed.md).
     compile: bool = False
     log_every: int = 10
     save_every: int = 500

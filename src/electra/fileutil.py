@@ -7,6 +7,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -77,6 +79,26 @@ def install_dir(tmp: str | Path, out: str | Path) -> None:
     os.rename(out, backup)
     os.rename(tmp, out)
     shutil.rmtree(backup, ignore_errors=True)
+
+
+@contextmanager
+def staged_dir(out: str | Path, install: Callable[[Path, Path], None] = install_dir,
+               remove_stale: bool = False) -> Iterator[Path]:
+    """Yield a temp dir beside `out` to write a whole directory into; `install` (by default
+    `install_dir`, atomic) puts it in place when the block ends without an error. On any
+    exception, the block's or `install`'s, the temp dir is deleted, so a failed write leaves
+    `out` as it was and nothing beside it. `remove_stale` first deletes what killed runs left
+    beside `out` (worth it where outputs are large, e.g. prepared data)."""
+    out = Path(out)
+    if remove_stale:
+        remove_stale_temp_dirs(out)
+    tmp = temp_dir_beside(out)
+    try:
+        yield tmp
+        install(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _alive(pid: int) -> bool:

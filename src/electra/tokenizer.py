@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from electra.data.corpus import iter_documents
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, temp_dir_beside
+from electra.fileutil import install_dir, staged_dir
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 # Order matters: a trained vocab gets ids 0..4 in this order, so padding is always id 0.
@@ -233,8 +233,7 @@ def _write(tokenizer: Tokenizer, tokens: list[str], out: Path, lowercase: bool) 
     """Write all tokenizer files into a temp dir beside `out`, then move them in place, so a
     failure never leaves a half-written tokenizer."""
     _add_post_processor(tokenizer)
-    tmp = temp_dir_beside(out)
-    try:
+    with staged_dir(out, install=_install) as tmp:
         with open(tmp / "vocab.txt", "w", encoding="utf-8", newline="\n") as handle:
             handle.writelines(token + "\n" for token in tokens)
         tokenizer.save(str(tmp / "tokenizer.json"))
@@ -253,16 +252,18 @@ def _write(tokenizer: Tokenizer, tokens: list[str], out: Path, lowercase: bool) 
         }
         _write_json(tmp / "tokenizer_config.json", config)
         _write_json(tmp / "special_tokens_map.json", specials)
-        if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-            install_dir(tmp, out)
-        else:  # a non-empty directory (e.g. a model dir): replace file by file
-            for name in TOKENIZER_FILES:
-                os.replace(tmp / name, out / name)
-            tmp.rmdir()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """A new or empty `out` becomes the tokenizer directory; into a non-empty one (e.g. a
+    model directory) the files are moved one by one, leaving its other files alone."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        install_dir(tmp, out)
+    else:
+        for name in TOKENIZER_FILES:
+            os.replace(tmp / name, out / name)
+        tmp.rmdir()
 
 
 def _write_json(path: Path, obj: dict) -> None:

@@ -1,11 +1,14 @@
-"""The `electra cvt`, `electra cvt-evaluate` and `electra cvt-predict` subcommands; the main
-`electra` parser only registers them (`add_parsers`), so this file owns every CVT flag."""
+"""The `electra cvt`, `electra cvt-evaluate` and `electra cvt-predict` subcommands: a command
+group (`electra.cli` lists this module and calls its `add_parsers`), so this file owns every CVT
+flag; see docs/cvt.md."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+from electra.cli_support import LazyHelpStore
+from electra.cvt.config import PRESETS
 from electra.errors import ElectraError
 
 
@@ -52,6 +55,13 @@ def _run_predict(args) -> None:
     print(json.dumps(run_predict(args.model, args.input, args.output, args.task), indent=2))
 
 
+def _tasks_help() -> str:
+    from electra.cvt.tasks import TASK_NAMES
+
+    return (f"comma-separated: {', '.join(TASK_NAMES)} (several train one multi-task model, "
+            f"section 4.1.2)")
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser(
         "cvt", help="Cross-View Training: semi-supervised tagging/parsing (chapter 4)",
@@ -59,8 +69,7 @@ def add_parsers(sub) -> None:
         "on unlabeled text with CVT (or supervised only with --no-cvt). Writes OUT/model "
         "(EMA weights), OUT/results.json, OUT/TASK_dev_predictions.{txt,conllu} and "
         "checkpoints under OUT/checkpoints.")
-    p.add_argument("--tasks", required=True, help="comma-separated: chunk, ner, pos, dep "
-                   "(several train one multi-task model, section 4.1.2)")
+    p.add_argument("--tasks", required=True, action=LazyHelpStore, help=_tasks_help)
     p.add_argument("--data", action="append", required=True, metavar="DIR|TASK=DIR",
                    help="task data directory; repeat as TASK=DIR for several tasks")
     p.add_argument("--unlabeled", action="append", metavar="CORPUS",
@@ -70,8 +79,8 @@ def add_parsers(sub) -> None:
                    help="use the first N unlabeled sentences (default 200000)")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
     p.add_argument("--out", required=True)
-    p.add_argument("--preset", default="small", help="small (minutes on a CPU) or paper "
-                   "(Table 4.1)")
+    p.add_argument("--preset", default="small", help=f"{', '.join(PRESETS)} (default small: "
+                   "minutes on a CPU; paper: Table 4.1)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--steps", type=int, help="labeled minibatches (each followed by an "
                    "unlabeled one under CVT)")

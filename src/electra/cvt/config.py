@@ -46,10 +46,11 @@ class CVTConfig:
     full_view_aux: bool = True  # the extra full-view module with dropout (4.3.1)
     # Not in the paper or the reference (both minimise L_sup + L_CVT, i.e. weight 1): a factor
     # on L_CVT for CPU-scale runs, where full-weight unlabeled updates pull the small shared
-    # encoder away from the primary module faster than labeled updates refit it (README).
+    # encoder away from the primary module faster than labeled updates refit it
+    # (docs/experiments/cvt.md).
     cvt_weight: float = 1.0
     max_unlabeled_len: int = 100
-    # Reference-code details that the paper does not state (README, deviation table). Each can
+    # Reference-code details that the paper does not state (docs/cvt.md, deviation table). Each can
     # be switched off to compare with the earlier behaviour (benchmarks/cvt_probe.py --before).
     # TensorFlow's initialisers: Glorot-uniform matrices and zero biases (tf.get_variable's
     # and tf.layers' defaults), LSTM forget-gate bias 1.0 (LSTMCell's forget_bias), as in

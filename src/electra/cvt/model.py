@@ -18,7 +18,7 @@ from electra.cvt.tagging import TaggingHead
 from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, temp_dir_beside
+from electra.fileutil import staged_dir
 
 
 class CVTModel(nn.Module):
@@ -47,14 +47,13 @@ class CVTModel(nn.Module):
 def save_model_dir(out: Path, model: CVTModel, state: dict[str, torch.Tensor],
                    vocab: Vocab, tasks: list[CVTTask]) -> Path:
     """Write `state` (the EMA weights) with everything needed to rebuild the model."""
-    tmp = temp_dir_beside(out)
     config = {"model_type": "electra-cvt", "cvt": model.cfg.to_dict(),
               "tasks": {t.name: {"kind": t.kind, "labels": t.labels} for t in tasks}}
-    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (tmp / "vocab.json").write_text(json.dumps(vocab.to_json()) + "\n")
-    save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
-              str(tmp / "model.safetensors"))
-    install_dir(tmp, out)
+    with staged_dir(out) as tmp:
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (tmp / "vocab.json").write_text(json.dumps(vocab.to_json()) + "\n")
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
+                  str(tmp / "model.safetensors"))
     return out
 
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import torch
 
-from electra.cvt.conll import Sentence, read_columns, read_conllu, write_conllu, write_tagged
-from electra.cvt.tags import from_bioes, to_bioes
+from electra.conll import Sentence, read_columns, read_conllu
+from electra.cvt.conll import write_conllu, write_tagged
 from electra.errors import ElectraError
+from electra.tagschemes import from_bioes, iob1_to_iob2, to_bioes
 from electra.tasks import tagging
-from electra.tasks.metrics import iob1_to_iob2, span_f1
+from electra.tasks.metrics import span_f1
 
 # UD's punctuation tag. SYM ($, %, +, emoticons) is left in: PTB evaluation scripts score
 # $ and % as words, and UD's SYM is closer to those than to punctuation.

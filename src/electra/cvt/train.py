@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 
 from electra.cvt.batch import Sampler, encode_words
 from electra.cvt.config import CVTConfig
@@ -32,10 +31,13 @@ from electra.cvt.model import CVTModel, save_model_dir
 from electra.cvt.modules import cvt_loss, supervised_loss
 from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
-from electra.errors import ElectraError, Preempted
+from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.train import checkpoint as ckpt
-from electra.train.preempt import StopSignals
+from electra.train.metrics_log import MetricsLogger
+from electra.train.skeleton import StepLoop, Update
+
+LOG_EVERY = 25  # steps between lines of OUT/metrics.jsonl
 
 
 def labeled_loss(model: CVTModel, task: CVTTask, batch: dict[str, torch.Tensor],
@@ -178,22 +180,6 @@ def _labeled_batch(task: CVTTask, sents: list[Sentence], vocab: Vocab, cfg: CVTC
     return batch
 
 
-class _Log:
-    """OUT/metrics.jsonl, one line per 25 steps; on resume, lines past the checkpoint (written
-    by the interrupted run after its last save) are dropped so each step appears once."""
-
-    def __init__(self, path: Path, start: int):
-        self.path = path
-        if path.exists():
-            keep = [line for line in path.read_text().splitlines()
-                    if line.strip() and json.loads(line)["step"] <= start]
-            write_atomic(path, "".join(line + "\n" for line in keep))
-
-    def write(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a") as h:
-            h.write(json.dumps(record) + "\n")
-
-
 def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA,
                      samplers: dict[str, Sampler], state: dict[str, Any]) -> None:
     tmp = ckpt.begin(out, step)
@@ -245,54 +231,42 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
         for k, s in samplers.items():
             s.load_state_dict(state["samplers"][k])
         elapsed = state["elapsed"]
-    params = [p for p in model.parameters()]
     sizes = [len(data.train[t.name]) for t in data.tasks]
-    log = _Log(out / "metrics.jsonl", start)
-
-    def update(loss: torch.Tensor) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        ema.update(model)
-
+    # Each minibatch, labeled or unlabeled, is its own update, followed by the EMA's (4.3.1).
+    update = Update(optimizer, scheduler, list(model.parameters()), cfg.grad_clip or None,
+                    after=lambda: ema.update(model))
     show = sys.stderr.isatty() if progress is None else progress
-    bar = tqdm(total=steps, initial=start, desc="cvt" if cvt else "supervised", disable=not show)
     t0 = time.time()
-    last = {}
+    last: dict[str, Any] = {}
     # SIGTERM/SIGUSR1 (a scheduler's warning): finish the step, checkpoint, stop (EXIT_PREEMPTED).
-    with StopSignals() as signals:
-        for step in range(start, steps):
+    with MetricsLogger(out, resume_step=start) as log, \
+            StepLoop(steps, start, "cvt" if cvt else "supervised", show) as loop:
+        while loop.running:
             model.train()
-            task = data.tasks[supervised_task_index(sizes, seed, step)]
+            task = data.tasks[supervised_task_index(sizes, seed, loop.step)]
             sents = [data.train[task.name][i] for i in samplers[task.name].next()]
             sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
-            update(sup)
+            sup.backward()
+            loop.update(update, sup.detach())
             last = {"sup": sup.item(), "task": task.name}
             if cvt:
                 words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
                 loss, _ = unlabeled_loss(model, encode_words(words, vocab, cfg.max_word_len), cfg)
-                update(cfg.cvt_weight * loss)
+                weighted = cfg.cvt_weight * loss
+                weighted.backward()
+                loop.update(update, weighted.detach())
                 last["cvt"] = loss.item()
-            bar.update(1)
-            bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v)
-                             for k, v in last.items()}, refresh=False)
-            done = step + 1
-            if done % 25 == 0 or done == steps:
-                log.write({"step": done, "lr": scheduler.get_last_lr()[0], **last,
-                           "seconds": round(elapsed + time.time() - t0, 3)})
-            stop = signals.requested and done < steps
-            if done < steps and (stop or (save_every and done % save_every == 0)):
+            done = loop.end_step({k: (round(v, 3) if isinstance(v, float) else v)
+                                  for k, v in last.items()})
+            if loop.due(LOG_EVERY):
+                log.log({"step": done, "lr": scheduler.get_last_lr()[0], **last,
+                         "seconds": round(elapsed + time.time() - t0, 3)})
+            if done < steps and (loop.stopping or (save_every and done % save_every == 0)):
                 _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
                                  {"elapsed": elapsed + time.time() - t0})
-            if stop:
-                bar.close()
-                raise Preempted(f"stopped by {signals.name} after step {done} of {steps}; "
-                                f"checkpoint {ckpt.find_latest(out)} written; continue with "
-                                "the same command plus --resume")
-    bar.close()
+            if loop.stopping:
+                loop.preempt(f"; checkpoint {ckpt.find_latest(out)} written; continue with "
+                             "the same command plus --resume")
     elapsed += time.time() - t0
     if steps > start:
         _save_checkpoint(out, steps, model, optimizer, scheduler, ema, samplers,

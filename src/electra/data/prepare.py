@@ -22,7 +22,6 @@ import math
 import multiprocessing
 import os
 import random
-import shutil
 import signal
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -42,7 +41,7 @@ from electra.data.corpus import Document, corpus_files, iter_documents, split_se
 from electra.data.packing import document_seed, pack_document
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, remove_stale_temp_dirs, sha256_file, temp_dir_beside
+from electra.fileutil import sha256_file, staged_dir
 from electra.tokenizer import (
     copy_tokenizer_files,
     load_tokenizer,
@@ -134,9 +133,7 @@ def prepare_corpus(
     checksum = vocab_checksum(tokenizer_dir)
     dtype = np.uint16 if vocab_size <= 2**16 else np.uint32
 
-    remove_stale_temp_dirs(out)
-    tmp = temp_dir_beside(out)
-    try:
+    with staged_dir(out, remove_stale=True) as tmp:
         copy_tokenizer_files(tokenizer_dir, tmp / "tokenizer")
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
         writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype) for name in splits}
@@ -181,10 +178,6 @@ def prepare_corpus(
         with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
-        install_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -23,23 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from electra.device import resolve_device, to_device
-from electra.errors import ElectraError, Preempted
+from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
+from electra.presets import SIZES, finetune_defaults, infer_size
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
-from electra.train.preempt import StopSignals
-
-# Table 5.2 by model size; "tiny" (our CPU preset) uses Small's values.
-SIZE_DEFAULTS = {"tiny": (3e-4, 0.8), "small": (3e-4, 0.8), "base": (1e-4, 0.8),
-                 "large": (5e-5, 0.9)}
+from electra.train.skeleton import LogWindow, StepLoop, Update, batches_forever
 
 
 @dataclass
@@ -70,8 +66,8 @@ class FinetuneSettings:
     def validate(self) -> None:
         if self.lr_decay_style not in LR_DECAY_STYLES:
             raise ElectraError(f"--lr-decay-style must be one of {LR_DECAY_STYLES}")
-        if self.size is not None and self.size not in SIZE_DEFAULTS:
-            raise ElectraError(f"--size must be one of {', '.join(SIZE_DEFAULTS)}")
+        if self.size is not None and self.size not in SIZES:
+            raise ElectraError(f"--size must be one of {', '.join(SIZES)}")
         for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds", "log_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
@@ -85,15 +81,6 @@ class FinetuneSettings:
             raise ElectraError(f"--epochs must be positive, got {self.epochs}")
         if not 0 <= self.warmup_fraction < 1:
             raise ElectraError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
-
-
-def infer_size(hidden_size: int) -> str:
-    """ELECTRA sizes by hidden width (Table 5.1): Small 256, Base 768, Large 1024."""
-    if hidden_size <= 128:
-        return "tiny"
-    if hidden_size <= 256:
-        return "small"
-    return "base" if hidden_size <= 768 else "large"
 
 
 def _metric_key(split: str, metric: str, task: Task) -> str:
@@ -147,21 +134,18 @@ def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir
     return scores, paths
 
 
-def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor], opt, sched,
-               bf16: bool) -> tuple[torch.Tensor, object]:
-    """One optimizer step (forward under optional bf16 autocast, backward, clip, AdamW, schedule);
-    returns the detached loss and the head output. Shared with benchmarks/finetune_speed.py, so
-    what it times is what training runs."""
+def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor], loop: StepLoop,
+               update: Update, bf16: bool) -> tuple[torch.Tensor, object]:
+    """One optimizer step: forward under optional bf16 autocast, backward, then the shared
+    update (clipping to 1.0 as the official optimizer does, the non-finite guard, AdamW, the
+    schedule); returns the detached loss and the head output. Shared with
+    benchmarks/finetune_speed.py, so what it times is what training runs."""
     device = batch["input_ids"].device
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         logits = model(batch)
     loss = task.loss(logits, batch)
-    opt.zero_grad(set_to_none=True)
     loss.backward()
-    # The official optimizer clips the global gradient norm to 1.0.
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    sched.step()
+    loop.update(update, loss.detach())
     return loss.detach(), logits
 
 
@@ -207,64 +191,85 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
     opt, sched = build_optimizer(model, lr, decay, model.encoder.config.num_hidden_layers, total,
                                  settings.warmup_fraction, settings.lr_decay_style,
                                  settings.weight_decay, settings.adam_eps)
+    update = Update(opt, sched, list(model.parameters()), max_grad_norm=1.0)
     model.train()
-    step, running, correct, seen = 0, None, 0, 0
-    window = _LogWindow()
-    bar = tqdm(total=total, desc=f"{plan.name} seed {seed}", disable=not show_progress,
-               dynamic_ncols=True)
-    with StopSignals() as signals:
-        while step < total:
-            for idx in plan.epoch(gen):
-                if step >= total:
-                    break
-                batch = to_device(plan.collate(idx, step / total), device)
-                step_lr = max(group["lr"] for group in opt.param_groups)  # the head's
-                loss, logits = train_step(model, plan.objective, batch, opt, sched, settings.bf16)
-                step += 1
-                value = float(loss)
-                running = value if running is None else 0.95 * running + 0.05 * value
-                hits, total_labels = plan.objective.hits(logits, batch)
-                correct, seen = correct + hits, seen + total_labels
-                window.add(value, hits, total_labels)
-                if step % settings.log_every == 0 or step == total:
-                    logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
-                                **window.flush(), "lr": step_lr})
-                if show_progress:
-                    post = {"loss": f"{running:.4f}"}
-                    if seen:
-                        post["acc"] = f"{correct / seen:.3f}"
-                    bar.set_postfix(post)
-                    bar.update(1)
-                if signals.requested and step < total:
-                    bar.close()
-                    raise Preempted(f"stopped by {signals.name} after step {step} of {total} "
-                                    f"({plan.name}, seed {seed}); fine-tuning keeps no "
-                                    "checkpoints: run the same command again to start over")
-    bar.close()
-    return float(running or 0.0), step
+    running = None
+    correct = seen = 0
+    window = LogWindow()
+    batches = batches_forever(lambda: plan.epoch(gen))
+    with StepLoop(total, 0, f"{plan.name} seed {seed}", show_progress,
+                  nonfinite_hint=lambda: "try a lower --lr") as loop:
+        while loop.running:
+            batch = to_device(plan.collate(next(batches), loop.step / total), device)
+            step_lr = update.lr  # the head's
+            loss, logits = train_step(model, plan.objective, batch, loop, update, settings.bf16)
+            value = float(loss)
+            running = value if running is None else 0.95 * running + 0.05 * value
+            hits, labels = plan.objective.hits(logits, batch)
+            correct, seen = correct + hits, seen + labels
+            window.add({"loss": value, "hits": hits, "labels": labels})
+            window.end_step()
+            post = {"loss": f"{running:.4f}"}
+            if seen:
+                post["acc"] = f"{correct / seen:.3f}"
+            step = loop.end_step(post if show_progress else None)
+            if loop.due(settings.log_every):
+                logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
+                            **_train_record(*window.flush()[:2]), "lr": step_lr})
+            if loop.stopping:
+                loop.preempt(f" ({plan.name}, seed {seed}); fine-tuning keeps no checkpoints: "
+                             "run the same command again to start over")
+    return float(running or 0.0), loop.step
 
 
-class _LogWindow:
-    """Mean loss and accuracy since the last log line (a smoother curve than single steps)."""
+def _train_record(total: dict[str, float], steps: int) -> dict[str, float]:
+    """Mean loss and accuracy of a log window (a smoother curve than single steps)."""
+    record = {"loss": total["loss"] / max(1, steps)}
+    if total["labels"]:
+        record["train_acc"] = total["hits"] / total["labels"]
+    return record
 
-    def __init__(self) -> None:
-        self.reset()
 
-    def reset(self) -> None:
-        self.loss, self.steps, self.hits, self.labels = 0.0, 0, 0, 0
+def seed_models(model_dir, encoder, settings: FinetuneSettings, device: torch.device,
+                make_model: Callable[[torch.nn.Module], torch.nn.Module]):
+    """Yield (seed, a fresh model on `device`) for each of `settings.seeds` fine-tunings: the
+    seed set before the head is made, the pre-trained encoder reloaded for every seed after the
+    first, the model moved off the device once the caller is done with it."""
+    for k in range(settings.seeds):
+        seed = settings.seed + k
+        torch.manual_seed(seed)
+        if k > 0:
+            encoder, _, _ = load_source(model_dir)
+        model = make_model(encoder)
+        model.to(device)
+        yield seed, model
+        model.to("cpu")
 
-    def add(self, loss: float, hits: int, labels: int) -> None:
-        self.loss += loss
-        self.steps += 1
-        self.hits += hits
-        self.labels += labels
 
-    def flush(self) -> dict[str, float]:
-        record = {"loss": self.loss / max(1, self.steps)}
-        if self.labels:
-            record["train_acc"] = self.hits / self.labels
-        self.reset()
-        return record
+def seed_logger(out: Path, seed: int, settings: FinetuneSettings) -> MetricsLogger:
+    """OUT/seed<k>/metrics.jsonl (and TensorBoard under OUT/tensorboard/seed<k>/)."""
+    return MetricsLogger(out / f"seed{seed}", tensorboard=settings.tensorboard,
+                         tensorboard_dir=out / "tensorboard" / f"seed{seed}")
+
+
+class KeepBest:
+    """OUT/model is the best seed's model so far (by `score`); with `save_all`, every seed's
+    is kept too, as OUT/seed<k>/model."""
+
+    def __init__(self, out: Path, model_dir, save_all: bool) -> None:
+        self.out, self.model_dir, self.save_all = out, model_dir, save_all
+        self.best: float | None = None
+
+    def offer(self, model, seed: int, score: float, info: dict) -> dict[str, str]:
+        """Save as needed; returns {"model": path} when this seed's model was kept."""
+        kept = {}
+        if self.save_all:
+            kept["model"] = str(save_finetuned(model, self.out / f"seed{seed}" / "model",
+                                               self.model_dir, info))
+        if self.best is None or score > self.best:
+            self.best = score
+            save_finetuned(model, self.out / "model", self.model_dir, info)
+        return kept
 
 
 def summary(values: list[float]) -> dict:
@@ -318,9 +323,10 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     size = settings.size or infer_size(encoder.config.hidden_size)
-    lr = settings.lr if settings.lr is not None else SIZE_DEFAULTS[size][0]
+    default_lr, default_decay = finetune_defaults(size)  # Table 5.2, from the size's preset
+    lr = settings.lr if settings.lr is not None else default_lr
     decay = (settings.layerwise_decay if settings.layerwise_decay is not None
-             else SIZE_DEFAULTS[size][1])
+             else default_decay)
     epochs = settings.epochs if settings.epochs is not None else task.default_epochs
     settings = dataclasses.replace(settings,
                                    max_seq_len=settings.max_seq_len or task.default_max_seq_len)
@@ -335,18 +341,13 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
                 "epochs": epochs, "size": size, **(extra_info or {})}
-    per_seed, best = [], None
+    per_seed = []
     key = primary_key(task)
-    for k in range(settings.seeds):
-        seed = settings.seed + k
-        torch.manual_seed(seed)
-        if k > 0:
-            encoder, _, _ = load_source(model_dir)
-        model = FinetuneModel(encoder, task.head_kind, task.num_outputs, settings.dropout)
-        model.to(device)
+    keep = KeepBest(out, model_dir, settings.save_all_seeds)
+    for seed, model in seed_models(model_dir, encoder, settings, device, lambda enc: FinetuneModel(
+            enc, task.head_kind, task.num_outputs, settings.dropout)):
         start = time.perf_counter()
-        with MetricsLogger(out / f"seed{seed}", tensorboard=settings.tensorboard,
-                           tensorboard_dir=out / "tensorboard" / f"seed{seed}") as logger:
+        with seed_logger(out, seed, settings) as logger:
             loss, steps = train_model(model, plan, settings, lr, decay, epochs, seed, device,
                                       show_progress, logger)
             seconds = time.perf_counter() - start
@@ -358,14 +359,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
         info = {"task": task.state(), "head_kind": task.head_kind,
                 "num_outputs": task.num_outputs, "source_model": str(model_dir),
                 "settings": resolved, "seed": seed, "scores": scores}
-        if settings.save_all_seeds:
-            entry["model"] = str(save_finetuned(model, out / f"seed{seed}" / "model", model_dir,
-                                                info))
-        if best is None or scores[key] > best:
-            best = scores[key]
-            save_finetuned(model, out / "model", model_dir, info)
+        entry.update(keep.offer(model, seed, scores[key], info))
         per_seed.append(entry)
-        model.to("cpu")
     metric_keys = list(per_seed[0]["scores"])
     results = {
         "task": task.name,

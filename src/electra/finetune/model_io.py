@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, temp_dir_beside
+from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
 from electra.model.encoder import Encoder
 from electra.model.hf import (
@@ -89,8 +89,7 @@ def load_finetuned(model_dir: str | Path
 def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
                    tokenizer_dir: str | Path, info: dict) -> Path:
     out = Path(out_dir)
-    tmp = temp_dir_beside(out)
-    try:
+    with staged_dir(out) as tmp:
         cfg = hf_config(model.encoder.config, "ElectraModel")
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
         state = encoder_to_hf(model.encoder.state_dict())
@@ -103,8 +102,4 @@ def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
             if (Path(tokenizer_dir) / name).is_file():
                 shutil.copyfile(Path(tokenizer_dir) / name, tmp / name)
         (tmp / FINETUNE_FILE).write_text(json.dumps(info, indent=2) + "\n")
-        install_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from torch import nn
 
 from electra.config import POSITION_BIASES, ModelConfig
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, temp_dir_beside
+from electra.fileutil import staged_dir
 from electra.model.encoder import Discriminator, Encoder, Generator
 
 # Our per-layer module names -> Hugging Face's (BERT/ELECTRA) names. `attention.qkv` is our
@@ -143,16 +142,11 @@ def write_model_dir(out_dir: str | Path, config: dict, state: dict[str, torch.Te
     from electra.tokenizer import copy_tokenizer_files
 
     out = Path(out_dir)
-    tmp = temp_dir_beside(out)
-    try:
+    with staged_dir(out) as tmp:
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if tokenizer_dir is not None:
             copy_tokenizer_files(tokenizer_dir, tmp)
-        install_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -1,15 +1,18 @@
 """The `electra multitask` subcommand: flags -> `run_strategy`, and significance against
-baseline runs (`--compare`). Kept out of `electra.cli`, which only registers it."""
+baseline runs (`--compare`). A command group: `electra.cli` lists this module and calls its
+`add_parsers`; see docs/bam.md."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from electra.cli_support import per_size
 from electra.errors import ElectraError
+from electra.presets import SIZES, multitask_defaults
 
 
-def add_multitask(sub) -> None:
+def add_parsers(sub) -> None:
     p = sub.add_parser(
         "multitask", help="BAM: multi-task fine-tuning, distillation, teacher annealing",
         description="Fine-tune one shared encoder on several tasks at once (dissertation "
@@ -36,13 +39,14 @@ def add_multitask(sub) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--epochs", type=float, default=6.0, help="multi-task epochs (default 6)")
     p.add_argument("--batch-size", type=int, default=128, help="multi-task batch (default 128)")
-    p.add_argument("--lr", type=float, help="multi-task lr; default by size: 3e-4 small/tiny, "
-                   "1e-4 base and large")
-    p.add_argument("--layerwise-decay", type=float, help="multi-task default 0.9")
+    p.add_argument("--lr", type=float, help=f"multi-task lr; default by size: "
+                   f"{per_size(multitask_defaults, 0)}")
+    p.add_argument("--layerwise-decay", type=float, help=f"multi-task layer-wise LR decay; "
+                   f"default by size: {per_size(multitask_defaults, 1)}")
     p.add_argument("--single-epochs", type=float, help="Single stages: default finetune's")
     p.add_argument("--single-batch-size", type=int, help="Single stages: default 32")
     p.add_argument("--single-lr", type=float, help="Single stages: default finetune's")
-    p.add_argument("--size", choices=["tiny", "small", "base", "large"])
+    p.add_argument("--size", choices=SIZES)
     p.add_argument("--max-train-examples", type=int, help="the first K examples of each task")
     p.add_argument("--max-eval-examples", type=int)
     p.add_argument("--max-seq-len", type=int)

@@ -32,28 +32,27 @@ from electra.finetune.data import batches_from_order, feature_lengths
 from electra.finetune.heads import MultitaskModel, make_head
 from electra.finetune.loop import (
     FinetuneSettings,
+    KeepBest,
     TrainPlan,
     eval_sets_of,
     evaluate_splits,
-    infer_size,
     primary_key,
+    seed_logger,
+    seed_models,
     summary,
     train_examples_of,
     train_model,
 )
-from electra.finetune.model_io import load_source, save_finetuned
+from electra.finetune.model_io import load_source
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.report import task_summary
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
+from electra.presets import infer_size, multitask_defaults
 from electra.tasks import Task
 from electra.tasks.base import Example
 from electra.tasks.glue import GlueTask, glue_name
-from electra.train.metrics_log import MetricsLogger
 
-# Section 3.3 (lr 1e-4, alpha 0.9 for BERT-Large), scaled by size as `finetune` scales Table 5.2.
-MULTITASK_SIZE_DEFAULTS = {"tiny": (3e-4, 0.9), "small": (3e-4, 0.9), "base": (1e-4, 0.9),
-                           "large": (1e-4, 0.9)}
 STS_RANGE = (0.0, 5.0)  # STS-B similarity scores, normalised to [0, 1] (section 3.2.1)
 USER_TASK_FILE = "task.json"
 
@@ -143,9 +142,10 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     device = resolve_device(settings.device, settings.bf16)
     encoder, tokenizer, _ = load_source(model_dir)
     size = settings.size or infer_size(encoder.config.hidden_size)
-    lr = settings.lr if settings.lr is not None else MULTITASK_SIZE_DEFAULTS[size][0]
+    default_lr, default_decay = multitask_defaults(size)  # section 3.3, from the size's preset
+    lr = settings.lr if settings.lr is not None else default_lr
     decay = (settings.layerwise_decay if settings.layerwise_decay is not None
-             else MULTITASK_SIZE_DEFAULTS[size][1])
+             else default_decay)
     settings = dataclasses.replace(settings, max_seq_len=settings.max_seq_len or 128)
 
     tasks: dict[str, Task] = {}
@@ -173,21 +173,18 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
                 **(extra_info or {})}
     teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
     per_seed: list[dict] = []
-    best = None
-    for k in range(settings.seeds):
-        seed = settings.seed + k
-        torch.manual_seed(seed)
-        if k > 0:
-            encoder, _, _ = load_source(model_dir)
-        model = MultitaskModel(encoder, {
-            name: make_head(t.head_kind, encoder.config.hidden_size, t.num_outputs,
-                            settings.dropout, encoder.config.initializer_range)
+    keep = KeepBest(out, model_dir, settings.save_all_seeds)
+
+    def make_model(enc: torch.nn.Module) -> MultitaskModel:
+        return MultitaskModel(enc, {
+            name: make_head(t.head_kind, enc.config.hidden_size, t.num_outputs,
+                            settings.dropout, enc.config.initializer_range)
             for name, t in tasks.items()})
-        model.to(device)
+
+    for seed, model in seed_models(model_dir, encoder, settings, device, make_model):
         plan = _plan(tasks, features, settings, pad_id, annealing)
         start = time.perf_counter()
-        with MetricsLogger(out / f"seed{seed}", tensorboard=settings.tensorboard,
-                           tensorboard_dir=out / "tensorboard" / f"seed{seed}") as logger:
+        with seed_logger(out, seed, settings) as logger:
             loss, steps = train_model(model, plan, settings, lr, decay, settings.epochs, seed,
                                       device, show_progress, logger)
             seconds = time.perf_counter() - start
@@ -205,14 +202,8 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
                            "num_outputs": t.num_outputs} for t in tasks.values()],
                 "source_model": str(model_dir), "settings": resolved, "seed": seed,
                 "scores": scores, "teachers": teacher_info}
-        if settings.save_all_seeds:
-            entry["model"] = str(save_finetuned(model, out / f"seed{seed}" / "model", model_dir,
-                                                info))
-        if best is None or average > best:
-            best = average
-            save_finetuned(model, out / "model", model_dir, info)
+        entry.update(keep.offer(model, seed, average, info))
         per_seed.append(entry)
-        model.to("cpu")
     return _write_results(out, tasks, data, per_seed, resolved, teacher_info, model_dir,
                           data_dir)
 

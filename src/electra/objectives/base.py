@@ -1,10 +1,10 @@
 """The one interface the training loop sees: `out = objective(batch)`; `out.loss.backward()`.
 
 An objective is one class that says everything the rest of the toolkit needs to know about it,
-so adding one is one module plus a line in `electra.config.OBJECTIVES`:
+so adding one is one module plus a line in `electra.config.OBJECTIVES` (which also holds its
+values for `ObjectiveConfig` fields left at None, its published settings):
 
 - `forward(batch) -> ObjectiveOutput`, `exportable()`, optionally `on_step_start`;
-- `config_defaults`: values for `ObjectiveConfig` fields left at None (its published settings);
 - `metrics`: ratios of its summed counts that are logged (`metrics_from_counts`);
 - `generator_model_config`: the generator network it trains, if any (`electra flops` reports
   its size);
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -29,11 +29,6 @@ from electra.objectives.masking import SpecialIds
 
 # (numerator count, denominator count) of a logged ratio.
 Ratio = tuple[str, str]
-
-# ELECTRA's published settings: of the masked positions 85% [MASK], 15% kept, no random tokens
-# (official pretrain_helpers.mask); discriminator loss weight 50 (section 5.2.1).
-ELECTRA_DEFAULTS: dict[str, Any] = {"mask_token_prob": 0.85, "random_token_prob": 0.0,
-                                    "disc_weight": 50.0}
 
 
 @dataclass
@@ -70,8 +65,6 @@ class Objective(nn.Module):
     built as `cls(model_cfg, obj_cfg, context)` and call `super().__init__(obj_cfg, context)`.
     """
 
-    # ObjectiveConfig fields left at None take these (ELECTRA's unless a subclass differs).
-    config_defaults: ClassVar[dict[str, Any]] = ELECTRA_DEFAULTS
     # Logged ratios: metric name -> (numerator, denominator) among `ObjectiveOutput.counts`.
     metrics: ClassVar[dict[str, Ratio]] = {}
     # electra.scoring's scorer for the exported discriminator; None: it gives no PLL.

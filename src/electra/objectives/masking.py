@@ -70,7 +70,7 @@ def categorical_sample(logits: torch.Tensor,
 
     The official code (pretrain_helpers.sample_from_softmax) adds Gumbel noise to every logit
     and takes the argmax: the same distribution, but a uniform draw and two logarithms per
-    vocabulary entry, about 9% of an ELECTRA-Small fp32 step on a CPU (README, Speed). The
+    vocabulary entry, about 9% of an ELECTRA-Small fp32 step on a CPU (docs/speed.md). The
     softmax and its running sum are in float64: in fp32 the sum over 30k entries can be off by
     ~1e-5, a third of an average token's probability."""
     with torch.no_grad():

@@ -10,13 +10,7 @@ import torch.nn.functional as F
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.model.encoder import Generator, init_weights
-from electra.objectives.base import (
-    ELECTRA_DEFAULTS,
-    Objective,
-    ObjectiveContext,
-    ObjectiveOutput,
-    Ratio,
-)
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput, Ratio
 from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_positions
 
 # The accuracy of the MLM being pre-trained (mlm, replace-mlm, all-tokens-mlm).
@@ -30,8 +24,8 @@ def mlm_counts(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.T
 
 
 class MlmObjective(Objective):
-    # BERT's corruption (Devlin et al. 2019, section 3.1): 80% [MASK], 10% random, 10% kept.
-    config_defaults = {**ELECTRA_DEFAULTS, "mask_token_prob": 0.8, "random_token_prob": 0.1}
+    # Its config defaults, BERT's 80% [MASK] / 10% random / 10% kept, are its registry line's
+    # (electra.config.BERT_DEFAULTS).
     metrics = MLM_METRICS
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,

@@ -42,7 +42,7 @@ from electra.model.encoder import (
     TransformerLayer,
     init_weights,
 )
-from electra.objectives.base import ELECTRA_DEFAULTS, Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.core import (
     DISCRIMINATOR_METRICS,
     GENERATOR_METRICS,
@@ -113,7 +113,6 @@ class MwsHead(nn.Module):
 
 
 class TeamsObjective(Objective):
-    config_defaults = {**ELECTRA_DEFAULTS, "disc_weight": 5.0}  # lambda_1 = 5 (section 4.1)
     # mws_acc: the original token scores highest among its K + 1 candidates.
     metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS, "mws_acc": ("mws_correct", "masked")}
 

@@ -12,77 +12,29 @@ from typing import Any
 
 import numpy as np
 
+from electra import conll
 from electra.errors import ElectraError
 from electra.tasks import metrics as M
-from electra.tasks.base import Example, Task, open_text
+from electra.tasks.base import Example, Task
 
 
 def read_conll(path: Path, tag_column: int, iob1_to_iob2: bool = False) -> list[Example]:
     """Whitespace-separated columns, one word per line, blank line between sentences;
-    -DOCSTART- lines (CoNLL-2003) are skipped."""
-    examples: list[Example] = []
-    words: list[str] = []
-    tags: list[str] = []
-    start = 1
-    ncols = None
-
-    def flush() -> None:
-        if words:
-            out_tags = M.iob1_to_iob2(tags) if iob1_to_iob2 else list(tags)
-            examples.append(Example(index=len(examples), words=list(words), tags=out_tags,
-                                    where=f"{path}:{start}"))
-        words.clear()
-        tags.clear()
-
-    with open_text(path) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                flush()
-                continue
-            if not words:
-                start = lineno
-            if ncols is None:
-                ncols = len(fields)
-            if len(fields) != ncols or len(fields) <= tag_column:
-                raise ElectraError(f"{path}:{lineno}: {len(fields)} columns, expected {ncols}")
-            words.append(fields[0])
-            tags.append(fields[tag_column])
-    flush()
-    return examples
+    -DOCSTART- lines (CoNLL-2003) are skipped. Labels are not checked against IOB: span F1
+    reads IOB1, IOB2 and BIOES alike."""
+    return _examples(conll.read_columns(path, tag_column=tag_column, check_iob=False,
+                                        iob2=iob1_to_iob2))
 
 
 def read_conllu(path: Path, column: int = 3) -> list[Example]:
     """CoNLL-U sentences (UPOS is column 3, 0-based); multiword-token lines ("1-2") and empty
     nodes ("1.1") are skipped, as they carry no tag of a surface word."""
-    examples: list[Example] = []
-    words: list[str] = []
-    tags: list[str] = []
-    start = 1
-    with open_text(path) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                if words:
-                    examples.append(Example(index=len(examples), words=words, tags=tags,
-                                            where=f"{path}:{start}"))
-                words, tags = [], []
-                continue
-            if line.startswith("#"):
-                continue
-            fields = line.split("\t")
-            if len(fields) != 10:
-                raise ElectraError(f"{path}:{lineno}: {len(fields)} columns, expected 10")
-            if "-" in fields[0] or "." in fields[0]:
-                continue
-            if not words:
-                start = lineno
-            words.append(fields[1])
-            tags.append(fields[column])
-    if words:
-        examples.append(Example(index=len(examples), words=words, tags=tags,
-                                where=f"{path}:{start}"))
-    return examples
+    return _examples(conll.read_conllu(path, tree=False, tag_column=column))
+
+
+def _examples(sentences: list[conll.Sentence]) -> list[Example]:
+    return [Example(index=i, words=s.words, tags=s.tags, where=s.where)
+            for i, s in enumerate(sentences)]
 
 
 class TaggingTask(Task):

@@ -10,18 +10,17 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
-from electra.errors import ElectraError, Preempted
+from electra.errors import ElectraError
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
 from electra.objectives import (
@@ -35,8 +34,6 @@ from electra.tokenizer import load_tokenizer, special_token_ids
 from electra.train import checkpoint
 from electra.train.distributed import (
     DistInfo,
-    all_reduce_max,
-    all_reduce_sum,
     barrier,
     cleanup,
     init_distributed,
@@ -44,7 +41,7 @@ from electra.train.distributed import (
 from electra.train.heldout import HeldoutProbe
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.optim import build_optimizer, build_scheduler
-from electra.train.preempt import StopSignals
+from electra.train.skeleton import LogWindow, StepLoop, Update
 
 RUN_CONFIG = "config.json"
 
@@ -99,8 +96,37 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
         cleanup(info)
 
 
+@dataclass
+class _Run:
+    """What set-up hands to the steps and the export: one run's data, networks and state."""
+
+    cfg: PretrainConfig
+    data_dir: Path
+    out: Path
+    info: DistInfo
+    data: PretrainingDataset
+    context: ObjectiveContext
+    objective: torch.nn.Module
+    model: torch.nn.Module  # the objective, or its DDP wrapper
+    update: Update
+    step: int
+    skipped: int
+    latest: Path | None
+    step_flops: int
+
+
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
               show_progress: bool, tensorboard: bool = False) -> dict[str, Any]:
+    run = _set_up(cfg, data_dir, out, resume, info)
+    summary = _train_steps(run, show_progress, tensorboard)
+    summary["final"] = _export(run)
+    barrier(info)
+    return summary
+
+
+def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo) -> _Run:
+    """Check data, config and OUT; build the objective and its optimizer; restore a checkpoint
+    when resuming; write OUT/config.json (only once nothing can be refused any more)."""
     data = PretrainingDataset(data_dir)
     cfg.model.vocab_size = data.vocab_size
     if data.seq_len > cfg.model.max_position_embeddings:
@@ -112,7 +138,6 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     if tc.batch_size % per_step:
         raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
                            f"grad_accum = {per_step}")
-    micro_batch = tc.batch_size // per_step
     _check_run_dir(out, cfg, data, data_dir, resume)
 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
@@ -155,25 +180,40 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
              if info.enabled else objective)
     step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
                                           data.seq_len).values())
-    batches = iterate_batches(data, micro_batch, tc.seed, start_batch=step * tc.grad_accum,
-                              rank=info.rank, world_size=info.world_size)
-    logger = MetricsLogger(out, resume_step=step, tensorboard=tensorboard, active=info.is_main)
-    autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=tc.bf16)
-    params = [p for p in objective.parameters() if p.requires_grad]
+    update = Update(optimizer, scheduler, [p for p in objective.parameters() if p.requires_grad],
+                    tc.max_grad_norm, tc.skip_nonfinite)
+    return _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
+                skipped, latest, step_flops)
 
-    probe = HeldoutProbe.for_run(data_dir, data, context, tc, info)
-    if probe is not None and step == 0:
+
+def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str, Any]:
+    """Train from `run.step` to `train.steps`: log, probe and checkpoint on their cadences."""
+    tc, info, objective = run.cfg.train, run.info, run.objective
+    batches = iterate_batches(run.data, tc.batch_size // (info.world_size * tc.grad_accum),
+                              tc.seed, start_batch=run.step * tc.grad_accum, rank=info.rank,
+                              world_size=info.world_size)
+    logger = MetricsLogger(run.out, resume_step=run.step, tensorboard=tensorboard,
+                           active=info.is_main)
+    autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=tc.bf16)
+    probe = HeldoutProbe.for_run(run.data_dir, run.data, run.context, tc, info)
+    if probe is not None and run.step == 0:
         logger.log(probe.record(objective, 0, 0.0))
 
-    bar = tqdm(total=tc.steps, initial=step, desc="pretrain", unit="step",
-               disable=not (show_progress and info.is_main), dynamic_ncols=True)
-    window = _Window()
-    first_step, start_time = step, time.perf_counter()
+    def hint() -> str:
+        where = (f"the last good checkpoint is {run.latest} (continue from it with --resume, "
+                 "e.g. with a lower --lr)" if run.latest is not None
+                 else "no checkpoint written yet")
+        return f"{where}; --skip-nonfinite skips such steps instead"
+
+    window = LogWindow()
     last_record: dict[str, Any] = {}
-    model.train()
-    with StopSignals() as signals:
-        while step < tc.steps:
-            objective.on_step_start(step, tc.steps)
+    start_time = time.perf_counter()
+    run.model.train()
+    with logger, StepLoop(tc.steps, run.step, "pretrain", show_progress and info.is_main, info,
+                          nonfinite_hint=hint) as loop:
+        loop.skipped = run.skipped
+        while loop.running:
+            objective.on_step_start(loop.step, tc.steps)
             step_loss = torch.zeros((), device=info.device)
             for micro in range(tc.grad_accum):
                 host = next(batches)
@@ -182,72 +222,77 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
                 padded = mask_has_padding(host["attention_mask"])
                 batch = to_device(host, info.device)  # pinned + non-blocking on CUDA
                 sync = micro == tc.grad_accum - 1 or not info.enabled
-                with (contextlib.nullcontext() if sync else model.no_sync()), autocast, \
+                with (contextlib.nullcontext() if sync else run.model.no_sync()), autocast, \
                         known_padding(padded):
-                    output = model(batch)
+                    output = run.model(batch)
                     (output.loss / tc.grad_accum).backward()
                 step_loss += output.loss.detach().float()
-                window.add(output, batch["attention_mask"])
-            norm = torch.nn.utils.clip_grad_norm_(params, tc.max_grad_norm)
-            finite, stop = _step_flags(norm, step_loss, signals.requested, info)
-            lr = optimizer.param_groups[0]["lr"]
-            if finite:
-                optimizer.step()
-                scheduler.step()
-            elif tc.skip_nonfinite:
-                skipped += 1
-                with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
-                    warnings.simplefilter("ignore")
-                    scheduler.step()
-            else:
-                raise ElectraError(_nonfinite_message(step + 1, step_loss, norm, latest))
+                window.add(_window_values(output, batch["attention_mask"]))
+            lr = run.update.lr
+            finite = loop.update(run.update, step_loss)
             window.end_step(keep=finite)
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
+            step = loop.end_step()
 
-            if step % tc.log_every == 0 or step == tc.steps:
-                record = window.flush(info, tc.grad_accum)
-                record = {"step": step, **record, "lr": lr, "flops": step * step_flops}
+            if loop.due(tc.log_every):
+                record = {"step": step, **_record(*window.flush(info)), "lr": lr,
+                          "flops": step * run.step_flops}
                 if tc.skip_nonfinite:
-                    record["skipped_nonfinite"] = skipped
+                    record["skipped_nonfinite"] = loop.skipped
                 logger.log(record)
                 if info.is_main:
-                    bar.set_postfix({k: f"{record[k]:.3f}" for k in
-                                     ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
+                    loop.set_postfix({k: f"{record[k]:.3f}" for k in
+                                      ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
                 last_record = record
             if probe is not None and probe.due(step, tc.steps):
-                logger.log(probe.record(objective, step, step * step_flops))
-            saved = step % tc.save_every == 0 or step == tc.steps
-            if saved or (stop and step < tc.steps):
-                latest = _save_checkpoint(out, objective, optimizer, scheduler, step, cfg,
-                                          data, info, skipped)
-            bar.update(1)
-            if stop and step < tc.steps:
-                bar.close()
-                logger.close()
-                raise Preempted(f"stopped by {signals.name or 'a stop signal'} after step "
-                                f"{step} of {tc.steps}; checkpoint {latest} written; continue "
-                                "with the same command plus --resume")
-    bar.close()
-    logger.close()
-    elapsed = time.perf_counter() - start_time
-
-    final = {}
-    if info.is_main:
-        extra = {"steps": step, "train_flops": step * step_flops,
-                 "vocab_checksum": data.vocab_checksum, "objective": cfg.objective.name}
-        for name, module in objective.exportable().items():
-            final[name] = str(export_module(module, out / "final" / name,
-                                            data_dir / "tokenizer", extra))
-    barrier(info)
-    examples = step * tc.batch_size
+                logger.log(probe.record(objective, step, step * run.step_flops))
+            if loop.due(tc.save_every) or loop.stopping:
+                run.latest = _save_checkpoint(run.out, objective, run.update.optimizer,
+                                              run.update.scheduler, step, run.cfg, run.data,
+                                              info, loop.skipped)
+            if loop.stopping:
+                loop.preempt(f"; checkpoint {run.latest} written; continue with the same "
+                             "command plus --resume")
+    run.step = loop.step
+    examples = run.step * tc.batch_size
     # data_passes: how often the run read its training text; at small scale transfer fell
-    # where this was large (README "More text paid where more steps did not").
+    # where this was large (docs/experiments/cpu-recipe.md).
     # train_seconds times this call only: a resumed run's earlier steps are not in it.
-    return {"steps": step, "flops": step * step_flops, "train_seconds": elapsed,
-            "timed_steps": step - first_step,
-            "examples": examples, "data_passes": examples / len(data), "last": last_record,
-            "final": final, "out": str(out), "world_size": info.world_size}
+    return {"steps": run.step, "flops": run.step * run.step_flops,
+            "train_seconds": time.perf_counter() - start_time,
+            "timed_steps": run.step - loop.first_step, "examples": examples,
+            "data_passes": examples / len(run.data), "last": last_record, "final": {},
+            "out": str(run.out), "world_size": info.world_size}
+
+
+def _export(run: _Run) -> dict[str, str]:
+    """OUT/final/<network>: each exportable network in Hugging Face format (main rank)."""
+    if not run.info.is_main:
+        return {}
+    extra = {"steps": run.step, "train_flops": run.step * run.step_flops,
+             "vocab_checksum": run.data.vocab_checksum, "objective": run.cfg.objective.name}
+    return {name: str(export_module(module, run.out / "final" / name,
+                                    run.data_dir / "tokenizer", extra))
+            for name, module in run.objective.exportable().items()}
+
+
+def _window_values(output, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    values = {"loss": output.loss.detach(), **output.losses, **output.counts,
+              "_tokens": attention_mask.sum()}
+    return {k: v.detach().float() for k, v in values.items()}
+
+
+def _record(total: dict[str, float], n: int, elapsed: float) -> dict[str, float]:
+    """A log line from a window's totals: mean losses over its micro-batches, the objective's
+    metrics from its counts, tokens/s."""
+    if not n:  # every step since the last line was skipped (on all ranks)
+        return {}
+    record = {"loss": total["loss"] / n}
+    for k in sorted(total):
+        if k.endswith("_loss"):  # every named loss of the objective
+            record[k] = total[k] / n
+    record.update(metrics_from_counts(total))
+    record["tokens_per_s"] = total["_tokens"] / elapsed if elapsed > 0 else 0.0
+    return record
 
 
 def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
@@ -258,29 +303,6 @@ def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
     if callable(own):
         return Path(own(path, tokenizer_dir, extra))
     return save_pretrained(module, path, tokenizer_dir, extra)
-
-
-def _step_flags(norm: torch.Tensor, loss: torch.Tensor, stop: bool, info: DistInfo
-                ) -> tuple[bool, bool]:
-    """(this step's loss and gradient norm are finite, a stop was requested): one host sync
-    per step (free on CPU, a short stall on CUDA). Under torchrun one MAX all-reduce of two
-    ints makes every rank take the same decision at the same step."""
-    bad = ~(torch.isfinite(norm) & torch.isfinite(loss))
-    if not info.enabled:
-        return not bool(bad), stop
-    flags = torch.stack([bad.to(torch.int32), torch.tensor(int(stop), dtype=torch.int32,
-                                                           device=bad.device)])
-    bad_any, stop_any = all_reduce_max(flags, info).tolist()
-    return not bad_any, bool(stop_any)
-
-
-def _nonfinite_message(step: int, loss: torch.Tensor, norm: torch.Tensor,
-                       latest: Path | None) -> str:
-    where = (f"the last good checkpoint is {latest} (continue from it with --resume, e.g. "
-             "with a lower --lr)" if latest is not None else "no checkpoint written yet")
-    return (f"non-finite loss or gradient at step {step} (loss {float(loss):.4g}, gradient "
-            f"norm {float(norm):.4g}); the update was not applied and nothing was saved from "
-            f"it; {where}; --skip-nonfinite skips such steps instead")
 
 
 def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info,
@@ -301,49 +323,3 @@ def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info
                           keep=cfg.train.keep_checkpoints)
     barrier(info)
     return checkpoint.checkpoint_root(out) / f"step_{step:08d}"
-
-
-class _Window:
-    """Sums losses, counts and tokens between two log lines, without syncing the device
-    every step. A step's micro-batches are held until `end_step` says whether the step
-    counts (a skipped non-finite step does not)."""
-
-    def __init__(self):
-        self.pending: list[dict[str, torch.Tensor]] = []
-        self.reset()
-
-    def reset(self):
-        self.sums: dict[str, torch.Tensor] = {}
-        self.micro_steps = 0
-        self.tokens = 0.0
-        self.t0 = time.perf_counter()
-
-    def add(self, output, attention_mask) -> None:
-        values = {"loss": output.loss.detach(), **output.losses, **output.counts,
-                  "_tokens": attention_mask.sum()}
-        self.pending.append({k: v.detach().float() for k, v in values.items()})
-
-    def end_step(self, keep: bool = True) -> None:
-        for values in self.pending if keep else ():
-            for k, v in values.items():  # in micro-batch order: the same sums as before
-                self.sums[k] = self.sums[k] + v if k in self.sums else v
-            self.micro_steps += 1
-        self.pending.clear()
-
-    def flush(self, info: DistInfo, grad_accum: int) -> dict[str, float]:
-        if not self.micro_steps:  # every step since the last line was skipped (on all ranks)
-            self.reset()
-            return {}
-        keys = sorted(self.sums)
-        totals = all_reduce_sum(torch.stack([self.sums[k].to(info.device) for k in keys]), info)
-        total = dict(zip(keys, totals.tolist(), strict=True))
-        n = self.micro_steps * info.world_size
-        elapsed = time.perf_counter() - self.t0
-        record = {"loss": total["loss"] / n}
-        for k in sorted(total):
-            if k.endswith("_loss"):  # every named loss of the objective
-                record[k] = total[k] / n
-        record.update(metrics_from_counts(total))
-        record["tokens_per_s"] = total["_tokens"] / elapsed if elapsed > 0 else 0.0
-        self.reset()
-        return record

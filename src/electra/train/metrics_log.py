@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
@@ -36,7 +37,7 @@ def truncate_metrics(path: Path, step: int) -> None:
         return
     kept = [line for line in path.read_text().splitlines()
             if line.strip() and json.loads(line)["step"] <= step]
-    path.write_text("".join(line + "\n" for line in kept))
+    write_atomic(path, "".join(line + "\n" for line in kept))
 
 
 HELDOUT_PREFIX = "heldout_"

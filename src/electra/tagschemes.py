@@ -1,15 +1,15 @@
-"""BIOES tagging (section 4.3.1): chunking and NER are trained with BIOES labels, which mark
-single-token and chunk-final words explicitly, and converted back to IOB2 for scoring.
+"""Chunk label schemes: IOB1, IOB2 and BIOES, one module for every tagger.
 
-Input may be IOB1 or IOB2 (CoNLL-2003 is IOB1); both become IOB2 first, so the chunks never
-change: `from_bioes(to_bioes(tags)) == iob1_to_iob2(tags)`.
+CoNLL-2000 is IOB2 (B- starts every chunk), CoNLL-2003 is IOB1 (B- only between two adjacent
+chunks of one type). Fine-tuning trains and scores on IOB2; CVT trains on BIOES (section
+4.3.1), which marks single-word and chunk-final words explicitly, and converts back to IOB2
+for scoring. Both conversions keep the chunks: `from_bioes(to_bioes(tags)) ==
+iob1_to_iob2(tags)`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from electra.tasks.metrics import iob1_to_iob2
 
 
 def _parts(tag: str) -> tuple[str, str]:
@@ -23,6 +23,15 @@ def is_valid_iob(tag: str) -> bool:
     """"O" or "B-X"/"I-X" with a non-empty type X."""
     prefix, kind = _parts(tag)
     return tag == "O" or (prefix in ("B", "I") and bool(kind))
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """IOB1 (or IOB2) -> IOB2; the chunks are unchanged, so span F1 is the same on either."""
+    # Imported here: the conversion reads a tag as conlleval does, so it lives beside span F1
+    # in `electra.tasks.metrics`, and that package imports this module (through its readers).
+    from electra.tasks.metrics import iob1_to_iob2 as convert
+
+    return convert(tags)
 
 
 def to_bioes(tags: Sequence[str]) -> list[str]:

@@ -1,0 +1,74 @@
+"""What the `electra` command groups share.
+
+A command group is a module with `add_parsers(sub)` that adds its subcommands to the
+`electra` parser; `electra.cli.COMMAND_GROUPS` lists them. Building the parser imports no
+torch, so `electra --help` and the commands that need no model start at once: names from
+registries that live beside torch code (the tasks, the PLL scorers) are looked up only when
+argparse checks a value or prints help (`LazyNames`, `LazyHelpStore`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from electra.presets import SIZES
+
+
+def show_progress() -> bool:
+    """Progress bars only on a terminal: in a pipe or a log file they are noise, and the one
+    line that reports an error must stay the only line on stderr."""
+    return sys.stderr.isatty()
+
+
+class LazyNames(Sequence[str]):
+    """A registry's names for `choices=`, read from `load()` on first use. Give the argument a
+    `metavar` (argparse lists the choices in place of a missing one when the argument is added)
+    and "%(choices)s" in its help."""
+
+    def __init__(self, load: Callable[[], Iterable[str]]) -> None:
+        self._load = load
+
+    @functools.cached_property
+    def _names(self) -> tuple[str, ...]:
+        return tuple(self._load())
+
+    def __getitem__(self, index):
+        return self._names[index]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names
+
+
+class LazyHelpStore(argparse.Action):
+    """argparse's plain "store", with a help text that may be a callable, called when help is
+    printed: `add_argument("--task", action=LazyHelpStore, help=lambda: ...)`."""
+
+    def __init__(self, option_strings, dest, help=None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self._help = help
+
+    @property
+    def help(self):
+        return self._help() if callable(self._help) else self._help
+
+    @help.setter
+    def help(self, value) -> None:
+        self._help = value
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+
+
+def per_size(defaults: Callable[[str], tuple[float, ...]], index: int) -> str:
+    """Item `index` of each size's defaults, for a help text: `per_size(finetune_defaults, 1)`
+    gives "0.8 tiny, 0.8 small, 0.8 base, 0.9 large"."""
+    return ", ".join(f"{defaults(size)[index]:g} {size}" for size in SIZES)

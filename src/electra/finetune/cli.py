@@ -1,0 +1,155 @@
+"""The fine-tuning commands: `electra finetune`, `evaluate` and `predict` (see
+docs/finetuning.md). Each parses its flags and calls one library function, imported when it runs
+so that building the parser stays torch-free (`electra.cli_support`)."""
+
+from __future__ import annotations
+
+import json
+
+from electra.cli_support import LazyHelpStore, per_size, show_progress
+from electra.presets import SIZES, finetune_defaults
+
+GLUE_SUITE = "glue"  # --task glue: every GLUE task (or --glue-tasks), and the GLUE score
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("finetune", help="fine-tune on GLUE, SQuAD, tagging or your own task",
+                       description="Fine-tune a pre-trained model N times (--seeds) with the "
+                       "recipe of Table 5.2 and write OUT/results.json (per-seed dev scores, "
+                       "median, mean, std, settings, prediction files) and OUT/model (best seed).")
+    _add_finetune_flags(p, train=True)
+    p.set_defaults(func=_run_finetune)
+    p = sub.add_parser("evaluate", help="score a fine-tuned model on a dev set",
+                       description="Evaluate a model written by `electra finetune` (OUT/model) "
+                       "and write OUT/results.json and the dev predictions.")
+    _add_finetune_flags(p, train=False)
+    p.set_defaults(func=_run_evaluate)
+    p = sub.add_parser("predict", help="test-set predictions (GLUE TSVs, SQuAD JSON)",
+                       description="Predict the test split with a fine-tuned model: GLUE tasks "
+                       "give the server's TSV files (CoLA.tsv, MNLI-m.tsv, ...), SQuAD the "
+                       "official JSON for DATA/test-v1.1.json (or -v2.0), others JSONL.")
+    _add_finetune_flags(p, train=False)
+    p.set_defaults(func=_run_predict)
+
+
+def _task_help(train: bool) -> str:
+    from electra.tasks import task_names
+
+    return (f"{', '.join(task_names())}, or {GLUE_SUITE} (all of GLUE)"
+            + ("" if train else " (default: the model's)"))
+
+
+def _add_finetune_flags(p, train: bool) -> None:
+    p.add_argument("--model", required=True, help="model directory (HF ELECTRA/BERT format)")
+    p.add_argument("--task", action=LazyHelpStore, required=train,
+                   help=lambda: _task_help(train))
+    p.add_argument("--data", required=True, help="data directory (GLUE: the folder holding "
+                   "CoLA/, SST-2/, ...; or one task's folder; SQuAD: {train,dev,test}-v1.1.json "
+                   "or -v2.0.json, .gz ok)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--max-seq-len", type=int, help="default: 128 (384 for SQuAD), or the "
+                   "fine-tuned model's")
+    p.add_argument("--eval-batch-size", type=int, default=128)
+    p.add_argument("--max-eval-examples", type=int, help="score only the first K dev examples")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    if not train:
+        return
+    p.add_argument("--seeds", type=int, default=1, help="fine-tunings from the same checkpoint; "
+                   "results report their median (default 1; the papers use 10)")
+    p.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
+    p.add_argument("--epochs", type=float, help="default: 10 for RTE and STS-B, 2 for SQuAD, "
+                   "3 otherwise")
+    p.add_argument("--max-train-examples", type=int, help="train on the first K examples")
+    p.add_argument("--lr", type=float,
+                   help=f"default by size: {per_size(finetune_defaults, 0)} (Table 5.2)")
+    p.add_argument("--layerwise-decay", type=float,
+                   help=f"default by size: {per_size(finetune_defaults, 1)}")
+    p.add_argument("--lr-decay-style", default="dissertation",
+                   choices=["dissertation", "official"],
+                   help="layer depths as the dissertation defines them (head = layer 0) or as "
+                   "the official code (an extra pooler slot); see electra.finetune.optim")
+    p.add_argument("--size", choices=SIZES,
+                   help="model size for the defaults (default: from the hidden size)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--no-length-sort", action="store_true", help="training batches in plain "
+                   "random order (default: grouped by length, less padding)")
+    p.add_argument("--warmup-fraction", type=float, default=0.1)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--save-all-seeds", action="store_true",
+                   help="keep every seed's model (default: only the best, OUT/model)")
+    p.add_argument("--glue-tasks", help="with --task glue: comma-separated subset")
+    p.add_argument("--text-a", help="user task: column/field of the first text")
+    p.add_argument("--text-b", help="user task: column/field of the second text (optional)")
+    p.add_argument("--label", help="user task: column/field of the label")
+    p.add_argument("--label-type", choices=["class", "real"], default="class",
+                   help="user task: classification or regression")
+    p.add_argument("--doc-stride", type=int, help="SQuAD: tokens between windows (default 128)")
+    p.add_argument("--max-query-len", type=int,
+                   help="SQuAD: question tokens kept (default 64)")
+    p.add_argument("--log-every", type=int, default=10,
+                   help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
+                   "files under OUT/tensorboard/seed<k>/ (needs: pip install 'electra[plot]')")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _finetune_settings(args, train: bool):
+    from electra.finetune.loop import FinetuneSettings
+
+    s = FinetuneSettings(eval_batch_size=args.eval_batch_size, bf16=args.bf16,
+                         device=args.device, max_eval_examples=args.max_eval_examples)
+    if args.max_seq_len is not None:
+        s.max_seq_len = args.max_seq_len
+    if train:
+        for name in ("seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
+                     "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay",
+                     "save_all_seeds", "log_every", "tensorboard"):
+            setattr(s, name, getattr(args, name))
+        s.length_sorted = not args.no_length_sort
+    return s
+
+
+def _user_options(args) -> dict:
+    return {"text_a": args.text_a, "text_b": args.text_b, "label": args.label,
+            "label_type": args.label_type}
+
+
+def _run_finetune(args) -> None:
+    from electra.finetune.loop import finetune
+    from electra.tasks import get_task
+    from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
+
+    settings = _finetune_settings(args, train=True)
+    progress = not args.quiet and show_progress()
+    if args.task.lower() == GLUE_SUITE:
+        from electra.finetune.glue_suite import run_glue
+
+        names = args.glue_tasks.split(",") if args.glue_tasks else None
+        res = run_glue(args.model, args.data, args.out, settings, names, progress)
+        print(json.dumps({"glue_score": res["glue_score"],
+                          "tasks": {k: v["median"] for k, v in res["tasks"].items()}}))
+        return
+    options = _user_options(args) if args.task.lower() == "user" else {}
+    if args.task.lower() in SQUAD_VERSIONS:
+        options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
+    task = get_task(args.task, **options)
+    res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task)
+    print(json.dumps({"task": res["task"], "median": res["median"],
+                      "results": f"{args.out}/results.json"}))
+
+
+def _run_evaluate(args) -> None:
+    from electra.finetune.predict import evaluate
+
+    res = evaluate(args.model, args.data, args.out, args.task,
+                   _finetune_settings(args, train=False), args.max_seq_len)
+    print(json.dumps({"task": res["task"], "scores": res["scores"]}))
+
+
+def _run_predict(args) -> None:
+    from electra.finetune.predict import predict
+
+    written = predict(args.model, args.data, args.out, args.task,
+                      _finetune_settings(args, train=False), args.max_seq_len)
+    print(json.dumps({"written": written}))

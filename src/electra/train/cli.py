@@ -1,0 +1,277 @@
+"""The pre-training commands: `electra demo`, `vocab`, `prepare`, `pretrain`, `flops` and
+`plot`. Each parses its flags and calls one library function (imported when it runs, so that
+building the parser stays torch-free; see `electra.cli_support`)."""
+
+from __future__ import annotations
+
+import json
+
+from electra.cli_support import show_progress
+from electra.config import DEMO_PRESETS, GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
+from electra.errors import EXIT_PREEMPTED, ElectraError
+
+PRESET_NAMES = tuple(PRESETS)
+
+
+def add_parsers(sub) -> None:
+    for add in (_add_demo, _add_vocab, _add_prepare, _add_pretrain, _add_flops, _add_plot):
+        add(sub)
+
+
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="the whole pipeline on a real corpus in a few minutes",
+                       description="Fetch a small English Wikipedia corpus (or use --corpus), "
+                       "train a vocabulary, prepare data, pre-train the tiny-local (or tiny) "
+                       "preset, evaluate on held-out text, export, and print a summary.")
+    p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--steps", type=int, default=None, help="default: a few minutes' worth")
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny-local",
+                   help="tiny-local (default: learns context within the demo's budget; its "
+                        "ALiBi bias is not in transformers' ELECTRA) or tiny (the plain "
+                        "architecture, exports load in transformers; docs/pretraining.md)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.set_defaults(func=_run_demo)
+
+
+def _run_demo(args) -> None:
+    from electra.demo import run_demo
+
+    run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
+             vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
+             overwrite=args.overwrite, preset=args.preset)
+
+
+def _add_vocab(sub) -> None:
+    p = sub.add_parser("vocab", help="train a WordPiece vocabulary (or adopt a vocab.txt)",
+                       description="Train a BERT-style WordPiece vocabulary with the `tokenizers` "
+                       "library and write vocab.txt, tokenizer.json and the tokenizer config "
+                       "(loadable by transformers.AutoTokenizer).")
+    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--vocab-size", type=int, default=30522, help="default: %(default)s")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--from-vocab", help="use this existing vocab.txt instead of training")
+    p.add_argument("--cased", action="store_true", help="keep case and accents")
+    p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.set_defaults(func=_run_vocab)
+
+
+def _run_vocab(args) -> None:
+    from electra.tokenizer import train_vocab, vocab_from_file
+
+    if args.from_vocab:
+        out = vocab_from_file(args.from_vocab, args.out, lowercase=not args.cased,
+                              overwrite=args.overwrite)
+    else:
+        if not args.corpus:
+            raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
+        out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
+                          text_field=args.text_field, overwrite=args.overwrite,
+                          show_progress=show_progress())
+    print(f"vocabulary written to {out}")
+
+
+def _add_prepare(sub) -> None:
+    p = sub.add_parser("prepare", help="tokenize and pack a corpus into training shards",
+                       description="Stream a corpus (plain text with blank lines between "
+                       "documents, or JSON lines; .gz and directories ok), tokenize it, pack "
+                       "sentences into [CLS] A [SEP] B [SEP] examples as the official ELECTRA "
+                       "data builder does, and write token shards plus manifest.json. The "
+                       "output is the same whatever --workers. With --verify DIR, check a "
+                       "prepared directory's shards against its manifest instead.")
+    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--tokenizer", help="directory written by `electra vocab`")
+    p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
+    p.add_argument("--out")
+    p.add_argument("--heldout-fraction", type=float, default=0.0,
+                   help="share of documents kept aside as a held-out split (default 0)")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--seed", type=int, default=12345,
+                   help="chooses the held-out documents and each document's packing draws")
+    p.add_argument("--workers", type=int, default=None,
+                   help="tokenizing and packing processes (default: the available cores; 1 = "
+                   "in this process)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
+                   "SHA-256) against its manifest and exit")
+    p.set_defaults(func=_run_prepare)
+
+
+def _run_prepare(args) -> None:
+    if args.verify:
+        from electra.data.dataset import verify_data
+
+        print(json.dumps(verify_data(args.verify)))
+        return
+    missing = [flag for flag, value in (("--corpus", args.corpus), ("--tokenizer", args.tokenizer),
+                                        ("--out", args.out)) if not value]
+    if missing:
+        raise ElectraError(f"give {', '.join(missing)} (or --verify DIR)")
+    from electra.data.prepare import prepare_corpus
+
+    manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
+                              text_field=args.text_field, seed=args.seed,
+                              heldout_fraction=args.heldout_fraction, overwrite=args.overwrite,
+                              show_progress=show_progress(), workers=args.workers)
+    splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
+              for name, s in manifest["splits"].items()}
+    print(json.dumps({"out": args.out, "splits": splits}))
+
+
+def _add_pretrain(sub) -> None:
+    p = sub.add_parser("pretrain", help="pre-train an encoder (ELECTRA by default)",
+                       description="Pre-train on prepared data with the chosen objective "
+                       "(ELECTRA's replaced token detection by default). Writes "
+                       "OUT/config.json, OUT/metrics.jsonl, checkpoints under OUT/checkpoints "
+                       "and, at the end, the objective's models under OUT/final/ (Hugging Face "
+                       "format; ELECTRA: discriminator and generator). Run under `torchrun` "
+                       "for several processes.", epilog=f"On SIGTERM or SIGUSR1 the current "
+                       f"step is finished, a checkpoint written, one line printed on stderr, "
+                       f"and the exit status is {EXIT_PREEMPTED}; the same command with "
+                       f"--resume continues exactly. Exit status 1: an error (one line on "
+                       f"stderr).")
+    p.add_argument("--preset", default="tiny", choices=PRESET_NAMES,
+                   help="model size and recipe: Table 5.1, or ours for CPUs (default tiny; "
+                   "docs/pretraining.md)")
+    p.add_argument("--objective", choices=OBJECTIVE_NAMES,
+                   help="pre-training objective (default: electra); other objective settings "
+                   "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
+    p.add_argument("--data", required=True, help="directory written by `electra prepare`")
+    p.add_argument("--out", required=True)
+    p.add_argument("--config", help="JSON file with config overrides (same shape as "
+                   "OUT/config.json's `config`)")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int, help="examples per optimizer step, all processes")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, and CPUs with "
+                   "native bf16: AVX512-BF16 or AMX; refused on others, where it is ~85x "
+                   "slower than fp32; ELECTRA_ALLOW_SLOW_BF16=1 overrides)")
+    p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
+                   "gradient is NaN/inf (no update; the schedule advances; counted as "
+                   "skipped_nonfinite in the metrics) instead of stopping with an error")
+    p.add_argument("--compile", action="store_true", help="torch.compile the Transformer "
+                   "layers (train.compile; opt-in: compiling takes minutes, and needs a C++ "
+                   "compiler on CPU)")
+    p.add_argument("--log-every", type=int)
+    p.add_argument("--eval-every", type=int,
+                   help="steps between held-out probes (fixed-corruption discriminator AUCs; "
+                        "default: 4 per run, 0: none; needs a held-out split)")
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="any config field, e.g. --set objective.disc_weight=50")
+    p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
+                   "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_pretrain)
+
+
+def build_pretrain_config(args):
+    from electra.config import PretrainConfig, merge, set_dotted
+
+    cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(
+        args.preset)
+    flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
+             "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
+             "log_every": args.log_every, "save_every": args.save_every,
+             "eval_every": args.eval_every}
+    merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
+    if args.objective:
+        cfg.objective.name = args.objective
+    if args.bf16:
+        cfg.train.bf16 = True
+    if args.skip_nonfinite:
+        cfg.train.skip_nonfinite = True
+    if args.compile:
+        cfg.train.compile = True
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ElectraError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        set_dotted(cfg, key, value)
+    cfg.validate()
+    return cfg
+
+
+def _run_pretrain(args) -> None:
+    from electra.train.loop import pretrain
+
+    cfg = build_pretrain_config(args)
+    summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
+                       show_progress=not args.quiet and show_progress(),
+                       tensorboard=args.tensorboard)
+    if summary.get("final"):
+        print(json.dumps(summary, indent=2))
+
+
+def _add_flops(sub) -> None:
+    p = sub.add_parser("flops", help="count training and inference FLOPs (section 5.2.2)",
+                       description="Print one JSON object with train_flops, infer_flops (one "
+                       "example of length S) and params, counted by the rules of the "
+                       "dissertation's section 5.2.2 and the official implementation, with the "
+                       "objective's own accounting (the count `electra pretrain` logs).")
+    p.add_argument("--preset", default="small", choices=PRESET_NAMES)
+    p.add_argument("--objective", default="electra", choices=OBJECTIVE_NAMES)
+    p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--generator-multiplier", type=float,
+                   help="generator width / model width (default: the preset's)")
+    p.add_argument("--generator", choices=GENERATOR_KINDS,
+                   help="generator kind (default: mlm)")
+    p.add_argument("--set", action="append", default=[], metavar="objective.KEY=VALUE",
+                   help="any objective config field, e.g. --set objective.generator_layers=6")
+    p.set_defaults(func=_run_flops)
+
+
+def _run_flops(args) -> None:
+    from electra.flops_report import main_flops
+
+    overrides: dict = {}
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        section, dot, field = key.partition(".")
+        if not sep or section != "objective" or not dot:
+            raise ElectraError(f"--set {item!r}: expected objective.KEY=VALUE")
+        try:
+            overrides[field] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[field] = raw
+    if args.generator_multiplier is not None:
+        overrides["generator_multiplier"] = args.generator_multiplier
+    if args.generator is not None:
+        overrides["generator"] = args.generator
+    print(json.dumps(main_flops(args.preset, args.objective, args.steps, args.batch_size,
+                                args.seq_len, vocab_size=args.vocab_size,
+                                overrides=overrides)))
+
+
+def _add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="training curves of runs, against steps and FLOPs",
+                       description="Draw each metric of RUN/metrics.jsonl (pretrain OUT, or a "
+                       "finetune OUT's seed<k>/) in its own subplot, several runs overlaid, "
+                       "against steps and against training FLOPs. Needs matplotlib "
+                       "(pip install 'electra[plot]').")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories (or metrics.jsonl)")
+    p.add_argument("--out", required=True, help="image file: .png, .pdf or .svg")
+    p.add_argument("--x", choices=["step", "flops", "both"], default="both",
+                   help="x axis (default both: each metric against steps and, beside it, FLOPs)")
+    p.add_argument("--metrics", help="comma-separated keys (default: every loss, accuracy, "
+                   "AUC and dev score present)")
+    p.set_defaults(func=_run_plot)
+
+
+def _run_plot(args) -> None:
+    from electra.plot import plot
+
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    print(json.dumps(plot(args.runs, args.out, metrics, args.x)))

@@ -1,0 +1,201 @@
+"""The skeleton every training loop shares: pre-training, fine-tuning (single- and multi-task)
+and CVT differ in what a step computes, not in how a step is driven.
+
+`StepLoop` owns what surrounds a step: the progress bar (on a terminal only), the stop signals
+(SIGTERM/SIGUSR1 finish the step; the caller checkpoints if it can and `preempt` raises
+`Preempted`, which the CLI turns into exit status 75), the optimizer update (gradient clipping,
+the non-finite guard, the optimizer and schedule steps) and the cadence of log lines and
+checkpoints. `LogWindow` sums a step's values between two log lines. A loop reads:
+
+    with StepLoop(total, start, "pretrain", show_progress) as loop:
+        while loop.running:
+            loss = ...forward and backward...
+            finite = loop.update(update, loss)
+            window.end_step(keep=finite)
+            loop.end_step()
+            if loop.due(log_every): logger.log(...)
+            if loop.due(save_every) or loop.stopping: ...checkpoint...
+            if loop.stopping: loop.preempt("; checkpoint ... written; continue with --resume")
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NoReturn
+
+import torch
+from tqdm import tqdm
+
+from electra.errors import ElectraError, Preempted
+from electra.train.distributed import DistInfo, all_reduce_max, all_reduce_sum
+from electra.train.preempt import StopSignals
+
+
+@dataclass
+class Update:
+    """One optimizer update: clip the gradients of `params` to `max_grad_norm` (None: no
+    clipping), step the optimizer and its schedule, clear the gradients. `skip_nonfinite`: a
+    step whose loss or gradient norm is not finite is skipped (the schedule advances) instead
+    of stopping the run with an error. `after` runs after every applied update (CVT's EMA)."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    params: list[torch.nn.Parameter]
+    max_grad_norm: float | None = 1.0
+    skip_nonfinite: bool = False
+    after: Callable[[], None] | None = None
+
+    @property
+    def lr(self) -> float:
+        """The largest learning rate of the groups (a fine-tuned model's head's)."""
+        return max(group["lr"] for group in self.optimizer.param_groups)
+
+
+class StepLoop:
+    """Drives `total` steps from `start`: see the module docstring. Under torchrun (`dist`),
+    the non-finite and stop decisions are all-reduced so that every rank takes them together.
+    `nonfinite_hint` ends the error of a non-finite step (what the user can do about it)."""
+
+    def __init__(self, total: int, start: int = 0, desc: str = "train",
+                 show_progress: bool = False, dist: DistInfo | None = None,
+                 nonfinite_hint: Callable[[], str] = lambda: "") -> None:
+        self.total = total
+        self.step = start
+        self.first_step = start
+        self.desc = desc
+        self.dist = dist
+        self.nonfinite_hint = nonfinite_hint
+        self.skipped = 0
+        self._stop = False
+        self._signals = StopSignals()
+        self._bar = tqdm(total=total, initial=start, desc=desc, unit="step",
+                         disable=not show_progress, dynamic_ncols=True)
+
+    def __enter__(self) -> StepLoop:
+        self._signals.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.close()
+        self._signals.__exit__(*exc)
+
+    @property
+    def running(self) -> bool:
+        return self.step < self.total
+
+    @property
+    def stopping(self) -> bool:
+        """A stop signal arrived (on any rank) and steps remain: checkpoint, then `preempt`."""
+        return self._stop and self.step < self.total
+
+    def update(self, update: Update, loss: torch.Tensor) -> bool:
+        """After the backward pass(es): clip, check that the loss and gradient norm are finite,
+        then step (or skip, or raise). Returns whether the update was applied. One host sync per
+        call (free on CPU, a short stall on CUDA)."""
+        if update.max_grad_norm:
+            norm = torch.nn.utils.clip_grad_norm_(update.params, update.max_grad_norm)
+        else:
+            norm = torch.zeros(())
+        finite, self._stop = self._flags(norm, loss)
+        if finite:
+            update.optimizer.step()
+            update.scheduler.step()
+            if update.after is not None:
+                update.after()
+        elif update.skip_nonfinite:
+            self.skipped += 1
+            with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
+                warnings.simplefilter("ignore")
+                update.scheduler.step()
+        else:
+            hint = self.nonfinite_hint()
+            raise ElectraError(
+                f"non-finite loss or gradient at step {self.step + 1} (loss {float(loss):.4g}, "
+                f"gradient norm {float(norm):.4g}); the update was not applied and nothing was "
+                f"saved from it{'; ' + hint if hint else ''}")
+        update.optimizer.zero_grad(set_to_none=True)
+        return finite
+
+    def _flags(self, norm: torch.Tensor, loss: torch.Tensor) -> tuple[bool, bool]:
+        """(finite, stop requested): under torchrun one MAX all-reduce of two ints makes every
+        rank take the same decision at the same step."""
+        bad = ~(torch.isfinite(norm) & torch.isfinite(loss))
+        stop = self._signals.requested
+        if self.dist is None or not self.dist.enabled:
+            return not bool(bad), stop
+        flags = torch.stack([bad.to(torch.int32),
+                             torch.tensor(int(stop), dtype=torch.int32, device=bad.device)])
+        bad_any, stop_any = all_reduce_max(flags, self.dist).tolist()
+        return not bad_any, bool(stop_any)
+
+    def end_step(self, postfix: dict[str, str] | None = None) -> int:
+        """Count the step done; returns the number of steps done."""
+        self.step += 1
+        if postfix is not None:
+            self._bar.set_postfix(postfix, refresh=False)
+        self._bar.update(1)
+        return self.step
+
+    def due(self, every: int) -> bool:
+        """Every `every` steps, and at the last step."""
+        return bool(every) and (self.step % every == 0 or self.step == self.total)
+
+    def set_postfix(self, postfix: dict[str, str]) -> None:
+        self._bar.set_postfix(postfix)
+
+    def preempt(self, what: str = "") -> NoReturn:
+        """Stop for a signal: `what` says what was saved and how to continue."""
+        self._bar.close()
+        raise Preempted(f"stopped by {self._signals.name or 'a stop signal'} after step "
+                        f"{self.step} of {self.total}{what}")
+
+
+class LogWindow:
+    """Sums named values (tensors or floats) between two log lines without syncing the device
+    every step. A step's micro-batches are held until `end_step` says whether the step counts (a
+    skipped non-finite step does not)."""
+
+    def __init__(self) -> None:
+        self.pending: list[dict[str, torch.Tensor | float]] = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums: dict[str, torch.Tensor | float] = {}
+        self.count = 0  # micro-batches kept since the last flush
+        self.t0 = time.perf_counter()
+
+    def add(self, values: dict[str, torch.Tensor | float]) -> None:
+        self.pending.append(values)
+
+    def end_step(self, keep: bool = True) -> None:
+        for values in self.pending if keep else ():
+            for k, v in values.items():  # in micro-batch order
+                self.sums[k] = self.sums[k] + v if k in self.sums else v
+            self.count += 1
+        self.pending.clear()
+
+    def flush(self, dist: DistInfo | None = None) -> tuple[dict[str, float], int, float]:
+        """(totals over all ranks, micro-batches summed over all ranks, seconds since the last
+        flush), and start a new window. Tensor sums are all-reduced in one call."""
+        totals: dict[str, float] = {}
+        keys = sorted(k for k, v in self.sums.items() if isinstance(v, torch.Tensor))
+        if keys:
+            device = dist.device if dist is not None else self.sums[keys[0]].device
+            stacked = torch.stack([self.sums[k].to(device) for k in keys])
+            if dist is not None:
+                stacked = all_reduce_sum(stacked, dist)
+            totals.update(zip(keys, stacked.tolist(), strict=True))
+        totals.update({k: float(v) for k, v in self.sums.items() if k not in totals})
+        count = self.count * (dist.world_size if dist is not None else 1)
+        elapsed = time.perf_counter() - self.t0
+        self.reset()
+        return totals, count, elapsed
+
+
+def batches_forever(epoch: Callable[[], Iterable]):
+    """Batches of consecutive epochs, for loops that count steps rather than epochs."""
+    while True:
+        yield from epoch()

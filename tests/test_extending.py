@@ -1,0 +1,104 @@
+"""docs/extending.md's worked examples, run as written: a new objective (one module and one
+registry line), a GLUE-shaped task (one record) and a preset of a new size (one record)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+from electra import config, flops, presets
+from electra.config import PretrainConfig, merge
+from electra.data.dataset import PretrainingDataset
+from electra.finetune.loop import FinetuneSettings, finetune
+from electra.flops_report import main_flops
+from electra.tasks import get_task, glue
+from electra.train.loop import pretrain
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+
+
+def registry_entry(fragment: str, namespace: dict) -> dict:
+    """A `"name": Record(...),` line of the guide, evaluated as the dict entry it is."""
+    return eval("{" + fragment + "}", namespace)  # noqa: S307 - our own documentation
+
+
+def test_the_guide_has_its_examples():
+    assert len(python_blocks()) == 4
+
+
+def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_path):
+    module_code, registry_line = python_blocks()[:2]
+    module = types.ModuleType("electra.objectives.random_detection")
+    exec(compile(module_code, str(GUIDE), "exec"), module.__dict__)  # noqa: S102
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    for name, spec in registry_entry(registry_line, vars(config)).items():
+        monkeypatch.setitem(config.OBJECTIVES, name, spec)
+
+    cfg = PretrainConfig.from_preset("tiny")
+    merge(cfg, {"model": {"hidden_size": 32, "embedding_size": 32, "intermediate_size": 64,
+                          "num_hidden_layers": 2},
+                "objective": {"name": "random-detection"},
+                "train": {"steps": 4, "batch_size": 8, "log_every": 2, "eval_every": 2}})
+    summary = pretrain(cfg, data_dir, tmp_path / "run", device="cpu", show_progress=False)
+
+    assert set(summary["final"]) == {"discriminator"}
+    assert (tmp_path / "run" / "final" / "discriminator" / "model.safetensors").is_file()
+    log = (tmp_path / "run" / "metrics.jsonl").read_text()
+    rows = [json.loads(line) for line in log.splitlines()]
+    trained = [r for r in rows if "rtd_loss" in r]
+    assert [r["step"] for r in trained] == [2, 4]
+    assert all(0.0 <= r["rtd_acc"] <= 1.0 for r in trained)
+    assert any("heldout_auc_unigram" in r for r in rows)  # the probes work for it too
+    seq_len = PretrainingDataset(data_dir).seq_len
+    step_flops = sum(flops.discriminator_breakdown("d", cfg.model, 8, seq_len).values())
+    assert trained[-1]["flops"] == 4 * step_flops
+    assert main_flops("tiny", "random-detection", 10, 8, 128)["train_flops"] > 0
+
+
+def _scitail(root: Path) -> Path:
+    folder = root / "SciTail"
+    folder.mkdir(parents=True)
+    for split, n in (("train", 24), ("dev", 8)):
+        rows = ["premise\thypothesis\tlabel"] + [
+            f"the cell {i} divides\tthe cell {i} {'divides' if i % 2 else 'sleeps'}\t"
+            f"{'entails' if i % 2 else 'neutral'}" for i in range(n)]
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def test_new_glue_shaped_task_is_one_record(monkeypatch, tiny_model, tmp_path):
+    (record,) = registry_entry(python_blocks()[2].strip().rstrip(",")
+                               .replace("GlueSpec(", '"SciTail": GlueSpec(', 1),
+                               vars(glue)).values()
+    monkeypatch.setitem(glue.SPECS, record.name, record)
+    data = _scitail(tmp_path / "data")
+
+    task = get_task("scitail")
+    assert task.name == "SciTail" and len(task.read(data, "train")) == 24
+    res = finetune(tiny_model, "SciTail", data, tmp_path / "out",
+                   FinetuneSettings(epochs=1, batch_size=8, device="cpu"))
+    assert res["task"] == "SciTail" and res["num_eval_examples"] == {"dev": 8}
+    assert 0.0 <= res["median"]["accuracy"] <= 1.0
+    assert glue.glue_score({"SciTail": 1.0}) is None  # not a GLUE-score task
+
+
+def test_new_preset_is_one_record(monkeypatch):
+    entry = registry_entry(python_blocks()[3], vars(presets))
+    monkeypatch.setattr(presets, "PRESETS", {**presets.PRESETS, **entry})
+    monkeypatch.setattr(presets, "SIZES", (*presets.SIZES, "medium"))
+
+    cfg = PretrainConfig.from_preset("medium")
+    cfg.validate()
+    assert cfg.model.hidden_size == 512 and cfg.train.batch_size == 256
+    assert cfg.model.scaled(cfg.objective.generator_multiplier).hidden_size == 128
+    assert main_flops("medium", "electra", None, None, None)["train_flops"] > 0
+    assert presets.finetune_defaults("medium") == (2e-4, 0.8)
+    assert presets.multitask_defaults("medium") == (2e-4, 0.9)
+    assert presets.infer_size(512) == "medium" and presets.infer_size(768) == "base"
