@@ -34,6 +34,18 @@ def test_staged_dir_installs_on_success(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def test_installed_files_are_readable_by_others(tmp_path: Path) -> None:
+    """safetensors writes its file private (0600); a model directory is an ordinary output that
+    a server running as another user must be able to read."""
+    out = tmp_path / "model"
+    with staged_dir(out) as tmp:
+        (tmp / "sub").mkdir()
+        for name in ("private.bin", "sub/nested.bin"):
+            (tmp / name).write_bytes(b"x")
+            os.chmod(tmp / name, 0o600)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in out.rglob("*.bin")} == {0o644}
+
+
 @pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt])
 def test_failure_inside_the_block_leaves_the_old_target_and_no_temp_dir(
         tmp_path: Path, error: type[BaseException]) -> None:

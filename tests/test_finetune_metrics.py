@@ -10,6 +10,7 @@ from seqeval.metrics import f1_score as seqeval_f1
 from seqeval.metrics import precision_score, recall_score
 from sklearn.metrics import f1_score, matthews_corrcoef
 
+from electra.tagschemes import iob1_to_iob2
 from electra.tasks import metrics as M
 
 
@@ -46,7 +47,7 @@ def test_chunks_iob1_and_iob2() -> None:
     # IOB1: I- starts a chunk after O; B- only splits two adjacent same-type chunks.
     iob1 = ["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"]
     assert M.chunks(iob1) == {(0, 1, "PER"), (2, 2, "PER"), (4, 4, "LOC"), (5, 5, "ORG")}
-    iob2 = M.iob1_to_iob2(iob1)
+    iob2 = iob1_to_iob2(iob1)
     assert iob2 == ["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG"]
     assert M.chunks(iob2) == M.chunks(iob1)
     # A stray I- after a different type starts a new chunk (conlleval).
@@ -74,7 +75,7 @@ def test_span_f1_matches_seqeval_on_iob1_and_iob2(seed: int) -> None:
     assert ours["f1"] == pytest.approx(seqeval_f1(gold, pred))
     assert ours["precision"] == pytest.approx(precision_score(gold, pred))
     assert ours["recall"] == pytest.approx(recall_score(gold, pred))
-    gold2 = [M.iob1_to_iob2(s) for s in gold]
-    pred2 = [M.iob1_to_iob2(s) for s in pred]
+    gold2 = [iob1_to_iob2(s) for s in gold]
+    pred2 = [iob1_to_iob2(s) for s in pred]
     assert M.span_f1(pred2, gold2)["f1"] == pytest.approx(seqeval_f1(gold2, pred2))
     assert M.span_f1(pred2, gold2) == pytest.approx(ours)  # conversion keeps the chunks

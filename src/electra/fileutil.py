@@ -71,6 +71,9 @@ def install_dir(tmp: str | Path, out: str | Path) -> None:
     sees the old directory, the new one or, for an instant, none; never a mix."""
     tmp, out = Path(tmp), Path(out)
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; this is an ordinary output
+    for path in tmp.rglob("*"):  # as are files some writers create private (safetensors)
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, 0o644)
     if not out.exists():
         os.rename(tmp, out)
         return

@@ -25,13 +25,27 @@ def is_valid_iob(tag: str) -> bool:
     return tag == "O" or (prefix in ("B", "I") and bool(kind))
 
 
-def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
-    """IOB1 (or IOB2) -> IOB2; the chunks are unchanged, so span F1 is the same on either."""
-    # Imported here: the conversion reads a tag as conlleval does, so it lives beside span F1
-    # in `electra.tasks.metrics`, and that package imports this module (through its readers).
-    from electra.tasks.metrics import iob1_to_iob2 as convert
+def split_tag(tag: str) -> tuple[str, str]:
+    """("B", "NP") from "B-NP"; ("O", "") from "O"; a bare "NP" reads as ("I", "NP"), as
+    conlleval reads it (span F1 and the IOB1 conversion read predictions this way)."""
+    if tag == "O" or not tag:
+        return "O", ""
+    prefix, _, kind = tag.partition("-")
+    return (prefix, kind) if kind else ("I", prefix)
 
-    return convert(tags)
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """IOB1 (B- only between two adjacent chunks of one type) to IOB2 (B- starts every chunk);
+    the chunks are unchanged, so span F1 is the same on either encoding."""
+    out: list[str] = []
+    prev, prev_type = "O", ""
+    for tag in tags:
+        cur, kind = split_tag(tag)
+        if cur == "I" and (prev == "O" or prev_type != kind):
+            cur = "B"
+        out.append("O" if cur == "O" else f"{cur}-{kind}")
+        prev, prev_type = cur, kind
+    return out
 
 
 def to_bioes(tags: Sequence[str]) -> list[str]:

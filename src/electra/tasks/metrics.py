@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from electra.tagschemes import split_tag
+
 
 def accuracy(preds: Sequence, golds: Sequence) -> float:
     if not golds:
@@ -53,14 +55,6 @@ def spearman(preds: Sequence[float], golds: Sequence[float]) -> float:
 # --- span F1 as conlleval computes it ---------------------------------------------------------
 
 
-def _split(tag: str) -> tuple[str, str]:
-    """("B", "NP") from "B-NP"; ("O", "") from "O"."""
-    if tag == "O" or not tag:
-        return "O", ""
-    prefix, _, kind = tag.partition("-")
-    return (prefix, kind) if kind else ("I", prefix)
-
-
 def _end_of_chunk(prev: str, tag: str, prev_type: str, kind: str) -> bool:
     # conlleval's endOfChunk: accepts IOB1, IOB2 and IOBES alike.
     return (prev in ("E", "S")
@@ -79,7 +73,7 @@ def chunks(tags: Sequence[str]) -> set[tuple[int, int, str]]:
     found: set[tuple[int, int, str]] = set()
     prev, prev_type, start = "O", "", -1
     for i, tag in enumerate([*tags, "O"]):
-        cur, kind = _split(tag)
+        cur, kind = split_tag(tag)
         if start >= 0 and _end_of_chunk(prev, cur, prev_type, kind):
             found.add((start, i - 1, prev_type))
             start = -1
@@ -102,17 +96,3 @@ def span_f1(pred_sents: Sequence[Sequence[str]], gold_sents: Sequence[Sequence[s
     recall = correct / n_gold if n_gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1}
-
-
-def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
-    """IOB1 (B- only between two adjacent chunks of one type) to IOB2 (B- starts every chunk);
-    the chunks are unchanged, so span F1 is the same on either encoding."""
-    out: list[str] = []
-    prev, prev_type = "O", ""
-    for tag in tags:
-        cur, kind = _split(tag)
-        if cur == "I" and (prev == "O" or prev_type != kind):
-            cur = "B"
-        out.append("O" if cur == "O" else f"{cur}-{kind}")
-        prev, prev_type = cur, kind
-    return out
