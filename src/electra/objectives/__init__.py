@@ -9,7 +9,6 @@ objective class declares is listed in `objectives.base`; see docs/objectives.md.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
 
 from electra.config import OBJECTIVES, ModelConfig, ObjectiveConfig
@@ -56,9 +55,10 @@ def objective_step_flops(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch
         model_cfg, resolved(obj_cfg), batch_size, seq_len)
 
 
-@functools.cache
 def _all_metrics() -> dict[str, Ratio]:
-    """Every registered objective's metrics; one name must mean one ratio everywhere."""
+    """Every registered objective's metrics; one name must mean one ratio everywhere. Not
+    cached: the registry may grow after the first log line (an objective registered at run
+    time), and the classes are imported once anyway."""
     out: dict[str, Ratio] = {}
     for name in REGISTRY:
         for metric, ratio in objective_class(name).metrics.items():
