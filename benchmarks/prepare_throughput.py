@@ -1,5 +1,5 @@
 """Corpus preparation throughput: `electra prepare` with 1 and 2 workers against the pipeline a
-user would otherwise write with Hugging Face `datasets`.
+user would otherwise write with Hugging Face `datasets`, for each kind of vocabulary.
 
 Both turn the same JSON-lines text into 128-token training sequences on disk, timed from reading
 the file to the last output written:
@@ -14,14 +14,20 @@ the file to the last output written:
   each map process) and with TOKENIZERS_PARALLELISM=false.
 
 The corpus is the first `--imdb-docs` IMDB reviews of ../shared/data/corpus/aclImdb/unsup plus
-all of NLTK's Reuters news (about 24 MB of text), written once as plain JSON lines; the
-vocabulary (8,192 WordPiece tokens) is trained on it once, untimed. tokens/s counts the corpus'
-WordPiece tokens (the same number for every system), so its ratios equal the ratios of time.
+all of NLTK's Reuters news (about 24 MB of text), written once as plain JSON lines; each
+vocabulary of `--kinds` (8,192 tokens: WordPiece by default, also `unigram` and byte-level
+`bpe`, as `electra vocab --kind` trains them) is trained on it once, untimed. A WordPiece
+vocabulary takes electra's word-cache path, the others are tokenized sentence by sentence
+(`electra.data.word_cache`). tokens/s counts the corpus' tokens in that vocabulary (the same
+number for every system of a kind), so within a kind its ratios equal the ratios of time.
+electra keeps no held-out split here (`--heldout-fraction 0`), as before that became the default,
+so all of the text is packed into training examples like the baseline's.
 Medians over `--repeats`, the systems interleaved within each repeat. Needs `datasets` for the
 baseline (not a dependency of electra; the baseline is skipped with a note without it).
 
     python -m benchmarks.prepare_throughput            # ~3 min on 2 idle cores
     python -m benchmarks.prepare_throughput --quick    # smoke run (seconds)
+    python -m benchmarks.prepare_throughput --quick --kinds wordpiece,unigram,bpe
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.data.prepare import prepare_corpus
-from electra.tokenizer import load_tokenizer, train_vocab
+from electra.tokenizer import KINDS, load_tokenizer, train_vocab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"
 SOURCES = (SHARED / "aclImdb" / "unsup.jsonl.gz", SHARED / "nltk" / "reuters.jsonl.gz")
@@ -56,8 +62,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--num-proc", type=int, default=2, help="the baseline's map processes")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--kinds", default="wordpiece",
+                   help=f"comma-separated vocabulary kinds to time ({', '.join(KINDS)}; "
+                   "default: wordpiece)")
     p.add_argument("--quick", action="store_true", help="500 + 500 documents, one repeat")
     args = p.parse_args(argv)
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = [k for k in args.kinds if k not in KINDS]
+    if unknown or not args.kinds:
+        p.error(f"--kinds: choose from {', '.join(KINDS)} (got {args.kinds})")
     if args.quick:
         args.imdb_docs, args.reuters_docs, args.repeats = 500, 500, 1
     return args
@@ -87,7 +100,7 @@ def count_tokens(path: Path, tokenizer_dir: Path) -> int:
 def run_electra(corpus: Path, tokenizer_dir: Path, out: Path, seq_len: int,
                 workers: int) -> dict[str, Any]:
     manifest = prepare_corpus([corpus], tokenizer_dir, seq_len, out, show_progress=False,
-                              overwrite=True, workers=workers)
+                              overwrite=True, workers=workers, heldout_fraction=0.0)
     train = manifest["splits"]["train"]
     return {"examples": train["num_examples"], "packed_tokens": train["num_tokens"]}
 
@@ -130,42 +143,57 @@ def timed(run: Callable[[], dict[str, Any]]) -> tuple[float, dict[str, Any]]:
     return time.perf_counter() - start, out
 
 
+def system_name(base: str, kind: str) -> str:
+    """WordPiece systems keep the names of the measurements before `--kinds` existed."""
+    return base if kind == "wordpiece" else f"{base}_{kind}"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus.jsonl"
     size = write_corpus(corpus, args.imdb_docs, args.reuters_docs)
-    tokenizer_dir = work / "tokenizer"
-    if not (tokenizer_dir / "vocab.txt").is_file():
-        train_vocab([corpus], 8192, tokenizer_dir, show_progress=False)
-    size["tokens"] = count_tokens(corpus, tokenizer_dir)
+    tokenizers: dict[str, Path] = {}
+    tokens: dict[str, int] = {}
+    for kind in args.kinds:
+        # the WordPiece one keeps its old place, so earlier work directories are reused
+        tokenizers[kind] = work / ("tokenizer" if kind == "wordpiece" else f"tokenizer-{kind}")
+        if not (tokenizers[kind] / "tokenizer.json").is_file():
+            train_vocab([corpus], 8192, tokenizers[kind], show_progress=False, kind=kind,
+                        overwrite=True)
+        tokens[kind] = count_tokens(corpus, tokenizers[kind])
 
-    systems: dict[str, Callable[[int], dict[str, Any]]] = {}
-    for w in args.workers:
-        systems[f"electra_workers_{w}"] = (
-            lambda r, w=w: run_electra(corpus, tokenizer_dir, work / "out", args.seq_len, w))
+    # name -> (kind, run(repeat))
+    systems: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {}
+    for kind in args.kinds:
+        for w in args.workers:
+            systems[system_name(f"electra_workers_{w}", kind)] = (kind, lambda r, w=w, k=kind: (
+                run_electra(corpus, tokenizers[k], work / f"out-{k}", args.seq_len, w)))
     notes = []
     try:
         import datasets
 
-        def baseline(r: int, serial: bool) -> dict[str, Any]:
+        def baseline(r: int, kind: str, serial: bool) -> dict[str, Any]:
             cache = work / f"hf_cache_{r}"
             shutil.rmtree(cache, ignore_errors=True)
             previous = os.environ.pop("TOKENIZERS_PARALLELISM", None)
             if serial:
                 os.environ["TOKENIZERS_PARALLELISM"] = "false"
             try:
-                return run_hf_datasets(corpus, tokenizer_dir, cache, args.seq_len, args.num_proc)
+                return run_hf_datasets(corpus, tokenizers[kind], cache, args.seq_len,
+                                       args.num_proc)
             finally:
                 os.environ.pop("TOKENIZERS_PARALLELISM", None)
                 if previous is not None:
                     os.environ["TOKENIZERS_PARALLELISM"] = previous
                 shutil.rmtree(cache, ignore_errors=True)
 
-        name = f"hf_datasets_map_num_proc_{args.num_proc}"
-        systems[name] = lambda r: baseline(r, serial=False)
-        systems[f"{name}_serial_tokenizers"] = lambda r: baseline(r, serial=True)
+        for kind in args.kinds:
+            name = system_name(f"hf_datasets_map_num_proc_{args.num_proc}", kind)
+            systems[name] = (kind, lambda r, k=kind: baseline(r, k, serial=False))
+            systems[f"{name}_serial_tokenizers"] = (
+                kind, lambda r, k=kind: baseline(r, k, serial=True))
         notes.append(f"datasets {datasets.__version__}")
     except ImportError:
         notes.append("baseline skipped: the `datasets` package is not installed")
@@ -173,30 +201,33 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     seconds: dict[str, list[float]] = {name: [] for name in systems}
     outputs: dict[str, dict[str, Any]] = {}
-    digests: set[str] = set()
+    digests: dict[str, set[str]] = {kind: set() for kind in args.kinds}
     for repeat in range(args.repeats):
-        for name, run in systems.items():
+        for name, (kind, run) in systems.items():
             elapsed, outputs[name] = timed(lambda run=run, r=repeat: run(r))
             seconds[name].append(round(elapsed, 3))
             if name.startswith("electra"):
-                digests.add(tree_digest(work / "out"))
+                digests[kind].add(tree_digest(work / f"out-{kind}"))
     load_after = os.getloadavg()
 
     results = {}
     for name, times in seconds.items():
+        kind = systems[name][0]
         median = statistics.median(times)
-        results[name] = {"seconds": times, "median_s": median,
+        results[name] = {"kind": kind, "seconds": times, "median_s": median,
                          "docs_per_s": round(size["documents"] / median, 1),
-                         "tokens_per_s": round(size["tokens"] / median), **outputs[name]}
-    baselines = [n for n in results if n.startswith("hf_")]
-    if baselines:
-        best = min(baselines, key=lambda n: results[n]["median_s"])
-        for name in results:
-            if name.startswith("electra"):
-                results[name]["speedup_vs_best_baseline"] = round(
-                    results[best]["median_s"] / results[name]["median_s"], 2)
+                         "tokens_per_s": round(tokens[kind] / median), **outputs[name]}
+    for kind in args.kinds:
+        baselines = [n for n in results if n.startswith("hf_") and results[n]["kind"] == kind]
+        if baselines:
+            best = min(baselines, key=lambda n: results[n]["median_s"])
+            for name in results:
+                if name.startswith("electra") and results[name]["kind"] == kind:
+                    results[name]["speedup_vs_best_baseline"] = round(
+                        results[best]["median_s"] / results[name]["median_s"], 2)
     print(json.dumps({
         "corpus": {"sources": [str(s) for s in SOURCES], **size},
+        "tokens": tokens,
         "seq_len": args.seq_len,
         "repeats": args.repeats,
         "machine": {"cpu": platform.processor() or platform.machine(),
@@ -204,7 +235,8 @@ def main(argv: list[str] | None = None) -> None:
                     "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in load_after]},
         "notes": notes,
-        "electra_outputs_identical": len(digests) == 1,
+        # per kind: every worker count wrote the same bytes
+        "electra_outputs_identical": all(len(d) == 1 for d in digests.values()),
         "results": results,
     }, indent=2))
 

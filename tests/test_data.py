@@ -276,7 +276,7 @@ def test_prepare_round_trips_tokens(make_corpus, vocab_dir: Path, tmp_path: Path
     corpus = make_corpus(120, seed=3)
     out = tmp_path / "data"
     manifest = prepare_corpus([corpus], vocab_dir, 512, out, shard_tokens=500, batch_docs=16,
-                              show_progress=False)
+                              heldout_fraction=0.0, show_progress=False)
     expected = [i for doc in expected_stream([corpus], vocab_dir) for i in doc]
     examples = stored_examples(out)
     stored = [i for ids in examples for i in ids if i not in (CLS, SEP)]
@@ -298,8 +298,12 @@ def test_prepare_round_trips_tokens(make_corpus, vocab_dir: Path, tmp_path: Path
         vocab_dir).get_vocab_size()
     assert manifest["vocab_checksum"] == vocab_checksum(vocab_dir)
     assert vocab_checksum(out / "tokenizer") == vocab_checksum(vocab_dir)
-    assert manifest["settings"] == {"seed": 12345, "heldout_fraction": 0.0, "text_field": "text",
+    assert manifest["settings"] == {"seed": 12345, "heldout_fraction": 0.0,
+                                    "max_heldout_documents": 2000, "text_field": "text",
                                     "shard_tokens": 500}
+    assert manifest["special_tokens"] == {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]",
+                                          "sep": "[SEP]", "mask": "[MASK]"}
+    assert manifest["tokenizer_kind"] == "wordpiece"
     assert json.loads((out / "manifest.json").read_text()) == manifest
     assert np.load(out / train["shards"][0]["tokens"]).dtype == np.uint16
 

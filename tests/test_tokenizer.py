@@ -162,7 +162,7 @@ def test_load_errors(tmp_path: Path) -> None:
         load_tokenizer(tmp_path / "nope")
     with pytest.raises(ElectraError, match=rf"{tmp_path}: missing tokenizer.json and vocab.txt"):
         load_tokenizer(tmp_path)
-    with pytest.raises(ElectraError, match="missing vocab.txt"):
+    with pytest.raises(ElectraError, match="missing tokenizer.json and vocab.txt"):
         vocab_checksum(tmp_path)
 
 

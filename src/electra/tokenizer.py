@@ -1,8 +1,16 @@
-"""WordPiece vocabularies: train one on a corpus, or adopt an existing vocab.txt, and load it.
+"""Vocabularies: train one (WordPiece, SentencePiece-style Unigram or byte-level BPE), adopt a
+vocab.txt, or load the tokenizer directory of a released model.
 
-A tokenizer directory holds vocab.txt (the vocabulary's identity, see `vocab_checksum`),
-tokenizer.json (the exact `tokenizers` pipeline) and the two small JSON files Hugging Face
-`transformers` needs to load the same tokenizer with `AutoTokenizer.from_pretrained`.
+A tokenizer directory holds tokenizer.json (any `tokenizers` pipeline) and/or vocab.txt (a BERT
+WordPiece vocabulary; tokenizer_config.json's `do_lower_case` says whether it is uncased), plus
+the small JSON files Hugging Face `transformers` reads (`AutoTokenizer.from_pretrained`).
+
+Special tokens are known by their role, never by an id or a spelling: pad, unk, cls, sep and
+mask are the tokens that tokenizer_config.json or special_tokens_map.json name as `pad_token`,
+... `mask_token` (as transformers writes them; RoBERTa's are `<pad>`, `<unk>`, `<s>`, `</s>`,
+`<mask>`), else BERT's `[PAD]` ... `[MASK]`. A tokenizer that lacks one is refused. Every input
+electra builds has ELECTRA's layout, `cls A sep (B sep)` with segment ids 0 and 1, whatever
+post-processor the directory's pipeline came with (`load_tokenizer`).
 """
 
 from __future__ import annotations
@@ -12,23 +20,62 @@ import json
 import os
 import shutil
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-from tokenizers.trainers import WordPieceTrainer
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
+from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 from tqdm import tqdm
 
 from electra.data.corpus import iter_documents
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, staged_dir
+from electra.fileutil import install_dir, sha256_file, staged_dir
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-# Order matters: a trained vocab gets ids 0..4 in this order, so padding is always id 0.
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+ROLES = ("pad", "unk", "cls", "sep", "mask")
+BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+KINDS = ("wordpiece", "unigram", "bpe")
+# The special tokens `electra vocab` gives each kind, in the order of their ids (0-4): BERT's;
+# ALBERT's (a SentencePiece encoder with BERT's input layout); RoBERTa's (pad is id 1).
+KIND_SPECIALS: dict[str, dict[str, str]] = {
+    "wordpiece": dict(BERT_SPECIALS),
+    "unigram": {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+    "bpe": {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"},
+}
+# What `electra vocab` writes for a WordPiece vocabulary (Unigram and BPE have no vocab.txt).
 TOKENIZER_FILES = (
     "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"
 )
+# Every tokenizer file a released model may ship (transformers' slow tokenizers read the
+# others): copied next to data and models so that they stay self-contained.
+ALL_TOKENIZER_FILES = TOKENIZER_FILES + (
+    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model"
+)
+CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # the latter wins, as in HF
 MODEL_MAX_LENGTH = 512
+_MODEL_KINDS = {"WordPiece": "wordpiece", "Unigram": "unigram", "BPE": "bpe",
+                "WordLevel": "wordlevel"}
+_INFO_ATTR = "electra_info"  # where `load_tokenizer` keeps a pipeline's TokenizerInfo
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """What electra needs of a tokenizer besides its pipeline: the special token of each role
+    and its id (keys: ROLES), the vocabulary size, and the model kind (wordpiece, unigram,
+    bpe, wordlevel)."""
+
+    source: str  # the directory it was read from ("" if none), for messages
+    kind: str
+    special_tokens: dict[str, str]
+    special_ids: dict[str, int]
+    vocab_size: int
 
 
 def train_vocab(
@@ -40,25 +87,24 @@ def train_vocab(
     min_frequency: int = 2,
     show_progress: bool = True,
     overwrite: bool = False,
+    kind: str = "wordpiece",
 ) -> Path:
-    """Train a BERT-style WordPiece vocabulary on a corpus and write a tokenizer directory."""
-    if vocab_size <= len(SPECIAL_TOKENS):
+    """Train a vocabulary on a corpus and write a tokenizer directory. `kind`: "wordpiece"
+    (BERT's pipeline), "unigram" (SentencePiece-style: NFKC, Metaspace, Unigram LM) or "bpe"
+    (byte-level, as GPT-2/RoBERTa: no unknown characters). `min_frequency` applies to
+    WordPiece and BPE merges (the Unigram trainer has none)."""
+    if kind not in KINDS:
+        raise ElectraError(f"vocabulary kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    specials = KIND_SPECIALS[kind]
+    if vocab_size <= len(specials):
         raise ElectraError(
             f"vocab size {vocab_size} is too small: it must exceed the "
-            f"{len(SPECIAL_TOKENS)} special tokens plus the corpus's alphabet"
+            f"{len(specials)} special tokens plus the corpus's alphabet"
         )
     if min_frequency < 1:
         raise ElectraError(f"min_frequency must be >= 1, got {min_frequency}")
     out = _check_out_dir(out_dir, overwrite)
-    model = models.WordPiece(unk_token=UNK, continuing_subword_prefix="##")
-    tokenizer = _pipeline(model, lowercase)
-    trainer = WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
-        continuing_subword_prefix="##",
-        show_progress=show_progress,
-    )
+    tokenizer, trainer = _untrained(kind, vocab_size, lowercase, min_frequency, show_progress)
     texts = _texts(corpus, text_field, show_progress)
     tokenizer.train_from_iterator(texts, trainer=trainer)
     size = tokenizer.get_vocab_size()
@@ -67,84 +113,108 @@ def train_vocab(
             f"vocab size {vocab_size} is too small: the special tokens and the corpus's "
             f"alphabet alone need {size} entries"
         )
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    _check_specials([token for token, _ in vocab], "trained vocabulary", require_order=True)
-    return _write(tokenizer, [token for token, _ in vocab], out, lowercase)
+    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda t: t[1])]
+    if tokens[: len(specials)] != list(specials.values()):
+        raise ElectraError(f"trained vocabulary: special tokens are not ids 0..{len(specials) - 1}"
+                           " in order")
+    if kind == "wordpiece":
+        _add_bert_post_processor(tokenizer, specials)
+        return _write(tokenizer, out, specials, _wordpiece_config(lowercase), tokens)
+    tokenizer.post_processor = _electra_post_processor(
+        tokenizer, specials["cls"], specials["sep"],
+        processors.ByteLevel(trim_offsets=True) if kind == "bpe" else None)
+    return _write(tokenizer, out, specials, _fast_config())
 
 
 def vocab_from_file(
     vocab_txt: str | Path, out_dir: str | Path, lowercase: bool = True, overwrite: bool = False
 ) -> Path:
-    """Build a tokenizer directory around an existing vocab.txt (e.g. BERT's), no training."""
+    """Build a tokenizer directory around an existing vocab.txt (e.g. BERT's), no training.
+    Its special tokens are BERT's, at whatever ids the file has them."""
     path = Path(vocab_txt)
     if not path.is_file():
         raise ElectraError(f"vocabulary file does not exist: {path}")
     tokens = _read_vocab(path)
-    _check_specials(tokens, str(path), require_order=False)
+    missing = [token for token in BERT_SPECIALS.values() if token not in set(tokens)]
+    if missing:
+        raise ElectraError(f"{path}: missing special tokens {', '.join(missing)}")
     out = _check_out_dir(out_dir, overwrite)
     vocab = {token: i for i, token in enumerate(tokens)}
-    tokenizer = _pipeline(
-        models.WordPiece(vocab=vocab, unk_token=UNK, continuing_subword_prefix="##"), lowercase
-    )
-    return _write(tokenizer, tokens, out, lowercase)
+    tokenizer = _bert_pipeline(
+        models.WordPiece(vocab=vocab, unk_token=BERT_SPECIALS["unk"],
+                         continuing_subword_prefix="##"), lowercase)
+    tokenizer.add_special_tokens(list(BERT_SPECIALS.values()))
+    _add_bert_post_processor(tokenizer, BERT_SPECIALS)
+    return _write(tokenizer, out, BERT_SPECIALS, _wordpiece_config(lowercase), tokens)
 
 
 def load_tokenizer(tokenizer_dir: str | Path) -> Tokenizer:
-    """Load the `tokenizers` pipeline of a tokenizer directory (tokenizer.json, else vocab.txt)."""
+    """The `tokenizers` pipeline of a tokenizer directory: tokenizer.json, else vocab.txt (a
+    BERT WordPiece, uncased unless tokenizer_config.json says `do_lower_case: false`).
+
+    The special tokens' roles are checked (a missing one is an error naming the directory and
+    the role), truncation and padding saved in the file are dropped (callers set their own),
+    and unless the pipeline already adds them as ELECTRA does, its post-processor becomes
+    `cls $A sep` / `cls $A sep $B:1 sep:1` (keeping a byte-level offset trimmer), so that
+    `encode(a, b)` gives the layout pre-training packs. The result carries its TokenizerInfo:
+    `tokenizer_info(tokenizer)`, `special_token_ids(tokenizer)`."""
     directory = Path(tokenizer_dir)
-    if not directory.is_dir():
-        raise ElectraError(f"tokenizer directory does not exist: {directory}")
-    json_path = directory / "tokenizer.json"
-    if json_path.is_file():
-        try:
-            return Tokenizer.from_file(str(json_path))
-        except Exception as err:  # tokenizers raises a bare Exception on bad JSON
-            raise ElectraError(f"{json_path}: cannot load tokenizer ({err})") from None
-    vocab_path = directory / "vocab.txt"
-    if not vocab_path.is_file():
-        raise ElectraError(f"{directory}: missing tokenizer.json and vocab.txt")
-    tokens = _read_vocab(vocab_path)
-    _check_specials(tokens, str(vocab_path), require_order=False)
-    lowercase = _config_lowercase(directory / "tokenizer_config.json")
-    vocab = {token: i for i, token in enumerate(tokens)}
-    tokenizer = _pipeline(
-        models.WordPiece(vocab=vocab, unk_token=UNK, continuing_subword_prefix="##"), lowercase
-    )
-    _add_post_processor(tokenizer)
+    tokenizer, named = _read_pipeline(directory)
+    info = _resolve_roles(tokenizer, named, str(directory))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    if not _has_electra_layout(tokenizer, info.special_ids["cls"], info.special_ids["sep"]):
+        tokenizer.post_processor = _electra_post_processor(
+            tokenizer, info.special_tokens["cls"], info.special_tokens["sep"],
+            _byte_level_trimmer(json.loads(tokenizer.to_str()).get("post_processor")))
+    setattr(tokenizer, _INFO_ATTR, info)
     return tokenizer
 
 
+def tokenizer_info(source: str | Path | Tokenizer) -> TokenizerInfo:
+    """The TokenizerInfo of a tokenizer directory or of a pipeline from `load_tokenizer`; a
+    pipeline built some other way is read with BERT's spellings."""
+    if isinstance(source, Tokenizer):
+        info = getattr(source, _INFO_ATTR, None)
+        return info if info is not None else _resolve_roles(source, {}, "")
+    return getattr(load_tokenizer(source), _INFO_ATTR)
+
+
+def special_token_ids(source: str | Path | TokenizerInfo | Tokenizer) -> dict[str, int]:
+    """Ids of the special tokens by role ({"pad": .., "unk": .., "cls": .., "sep": ..,
+    "mask": ..}) of a tokenizer directory, its TokenizerInfo, or a pipeline from
+    `load_tokenizer`; errors if a role is missing."""
+    info = source if isinstance(source, TokenizerInfo) else tokenizer_info(source)
+    return dict(info.special_ids)
+
+
 def vocab_checksum(tokenizer_dir: str | Path) -> str:
-    """sha256 of vocab.txt: the vocabulary's identity, used to catch data/model mismatches."""
-    path = Path(tokenizer_dir) / "vocab.txt"
-    if not path.is_file():
-        raise ElectraError(f"{tokenizer_dir}: missing vocab.txt")
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def special_token_ids(tokenizer: Tokenizer) -> dict[str, int]:
-    """Ids of the special tokens by role; errors if the vocabulary lacks one."""
-    ids: dict[str, int] = {}
-    for key, token in zip(("pad", "unk", "cls", "sep", "mask"), SPECIAL_TOKENS, strict=True):
-        token_id = tokenizer.token_to_id(token)
-        if token_id is None:
-            raise ElectraError(f"the tokenizer's vocabulary has no {token} token")
-        ids[key] = token_id
-    return ids
+    """The vocabulary's identity, used to catch data/model mismatches: the SHA-256 of vocab.txt
+    in a WordPiece directory that has one (as always), otherwise the SHA-256 of the pipeline's
+    token -> id map (added tokens included) as canonical JSON: sorted keys, no spaces, UTF-8."""
+    directory = Path(tokenizer_dir)
+    vocab_txt, json_path = directory / "vocab.txt", directory / "tokenizer.json"
+    if not json_path.is_file():
+        if not vocab_txt.is_file():
+            raise ElectraError(f"{directory}: missing tokenizer.json and vocab.txt")
+        return sha256_file(vocab_txt)
+    tokenizer = _from_json(json_path)
+    if vocab_txt.is_file() and type(tokenizer.model).__name__ == "WordPiece":
+        return sha256_file(vocab_txt)
+    canonical = json.dumps(tokenizer.get_vocab(with_added_tokens=True), sort_keys=True,
+                           ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def copy_tokenizer_files(src_dir: str | Path, dst_dir: str | Path) -> list[Path]:
     """Copy the tokenizer files next to a model or data set so it is self-contained."""
     src, dst = Path(src_dir), Path(dst_dir)
-    if not (src / "vocab.txt").is_file():
-        raise ElectraError(f"{src}: missing vocab.txt (not a tokenizer directory)")
+    if not ((src / "tokenizer.json").is_file() or (src / "vocab.txt").is_file()):
+        raise ElectraError(f"{src}: missing tokenizer.json and vocab.txt (not a tokenizer "
+                           "directory)")
     dst.mkdir(parents=True, exist_ok=True)
     copied = []
-    for name in TOKENIZER_FILES:
+    for name in ALL_TOKENIZER_FILES:
         if (src / name).is_file():
             copied.append(Path(shutil.copyfile(src / name, dst / name)))
     return copied
@@ -153,21 +223,177 @@ def copy_tokenizer_files(src_dir: str | Path, dst_dir: str | Path) -> list[Path]
 # --- internals -------------------------------------------------------------------------------
 
 
-def _pipeline(model: models.Model, lowercase: bool) -> Tokenizer:
+def _untrained(kind: str, vocab_size: int, lowercase: bool, min_frequency: int,
+               show_progress: bool):
+    """An empty pipeline of `kind` and its trainer."""
+    specials = list(KIND_SPECIALS[kind].values())
+    unk = KIND_SPECIALS[kind]["unk"]
+    if kind == "wordpiece":
+        tokenizer = _bert_pipeline(
+            models.WordPiece(unk_token=unk, continuing_subword_prefix="##"), lowercase)
+        return tokenizer, WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
+            continuing_subword_prefix="##", show_progress=show_progress)
+    if kind == "unigram":
+        # SentencePiece's defaults: NFKC, runs of whitespace as one space, a meta symbol
+        # before each word (so a word is the same at the start of a text and inside it).
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.normalizer = normalizers.Sequence(
+            [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
+            + ([normalizers.Lowercase()] if lowercase else []))
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        tokenizer.decoder = decoders.Metaspace()
+        return tokenizer, UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                         unk_token=unk, show_progress=show_progress)
+    # Byte-level BPE: every byte is in the alphabet, so nothing is ever unknown (<unk> is
+    # there for the role only). A space is added before the first word, so that a sentence
+    # tokenized on its own (as packing does) starts with the same pieces as inside a text.
+    tokenizer = Tokenizer(models.BPE())
+    if lowercase:
+        tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer, BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                 special_tokens=specials, show_progress=show_progress,
+                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+
+
+def _bert_pipeline(model: models.Model, lowercase: bool,
+                   strip_accents: bool | None = None) -> Tokenizer:
     """The BERT pipeline: clean + (lowercase, strip accents), split on whitespace/punctuation,
-    WordPiece, and [CLS] A [SEP] B [SEP] with token type ids."""
+    WordPiece."""
     tokenizer = Tokenizer(model)
     tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=lowercase, lowercase=lowercase
-    )
+        clean_text=True, handle_chinese_chars=True,
+        strip_accents=lowercase if strip_accents is None else strip_accents, lowercase=lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     return tokenizer
 
 
-def _add_post_processor(tokenizer: Tokenizer) -> None:
-    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
-    tokenizer.post_processor = processors.BertProcessing((SEP, sep_id), (CLS, cls_id))
+def _add_bert_post_processor(tokenizer: Tokenizer, specials: dict[str, str]) -> None:
+    cls, sep = specials["cls"], specials["sep"]
+    tokenizer.post_processor = processors.BertProcessing(
+        (sep, tokenizer.token_to_id(sep)), (cls, tokenizer.token_to_id(cls)))
+
+
+def _electra_post_processor(tokenizer: Tokenizer, cls: str, sep: str,
+                            trimmer: processors.PostProcessor | None = None
+                            ) -> processors.PostProcessor:
+    """`cls A sep` and `cls A sep B sep` with segment ids 0 and 1: ELECTRA's (and BERT's)
+    layout, the one pre-training packs."""
+    template = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))])
+    return template if trimmer is None else processors.Sequence([trimmer, template])
+
+
+def _has_electra_layout(tokenizer: Tokenizer, cls_id: int, sep_id: int) -> bool:
+    """Whether the pipeline's post-processor already gives `cls A sep (B sep)` with segment ids
+    0/1, checked on what it does rather than on its type (BERT's files say it three ways)."""
+    def probe():
+        return tokenizer.encode("a", add_special_tokens=False)
+
+    piece = probe().ids
+    n = len(piece)
+    single = tokenizer.post_process(probe(), None, add_special_tokens=True)
+    pair = tokenizer.post_process(probe(), probe(), add_special_tokens=True)
+    return (single.ids == [cls_id, *piece, sep_id] and single.type_ids == [0] * (n + 2)
+            and pair.ids == [cls_id, *piece, sep_id, *piece, sep_id]
+            and pair.type_ids == [0] * (n + 2) + [1] * (n + 1))
+
+
+def _byte_level_trimmer(spec: dict | None) -> processors.PostProcessor | None:
+    """The byte-level offset trimming of a post-processor being replaced (RoBERTa's and
+    GPT-2's do it; SQuAD's answer spans read the offsets), if it had one."""
+    if not spec:
+        return None
+    if spec.get("type") == "Sequence":
+        return next(filter(None, map(_byte_level_trimmer, spec.get("processors", []))), None)
+    if spec.get("type") in ("ByteLevel", "RobertaProcessing"):
+        return processors.ByteLevel(trim_offsets=spec.get("trim_offsets", True),
+                                    add_prefix_space=spec.get("add_prefix_space", True))
+    return None
+
+
+def _from_json(path: Path) -> Tokenizer:
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception on bad JSON
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ElectraError(f"{path}: cannot load tokenizer ({reason})") from None
+
+
+def _read_pipeline(directory: Path) -> tuple[Tokenizer, dict[str, str]]:
+    """A directory's pipeline as its files define it, and the role tokens its configs name."""
+    if not directory.is_dir():
+        raise ElectraError(f"tokenizer directory does not exist: {directory}")
+    configs = [_read_config(directory / name) for name in CONFIG_FILES]
+    named: dict[str, str] = {}
+    for config in configs:  # special_tokens_map.json last: it wins, as in transformers
+        for role in ROLES:
+            value = config.get(f"{role}_token")
+            if isinstance(value, dict):  # an AddedToken as transformers serializes it
+                value = value.get("content")
+            if isinstance(value, str) and value:
+                named[role] = value
+    json_path = directory / "tokenizer.json"
+    if json_path.is_file():
+        return _from_json(json_path), named
+    vocab_path = directory / "vocab.txt"
+    if not vocab_path.is_file():
+        raise ElectraError(f"{directory}: missing tokenizer.json and vocab.txt")
+    tokens = _read_vocab(vocab_path)
+    lowercase = bool(configs[0].get("do_lower_case", True))
+    strip_accents = configs[0].get("strip_accents")
+    vocab = {token: i for i, token in enumerate(tokens)}
+    unk = named.get("unk", BERT_SPECIALS["unk"])
+    model = models.WordPiece(vocab=vocab, unk_token=unk, continuing_subword_prefix="##")
+    tokenizer = _bert_pipeline(model, lowercase,
+                               None if strip_accents is None else bool(strip_accents))
+    # As transformers' BertTokenizer: the special tokens are matched whole in the text.
+    tokenizer.add_special_tokens([token for role in ROLES
+                                  if (token := named.get(role, BERT_SPECIALS[role])) in vocab])
+    return tokenizer, named
+
+
+def _resolve_roles(tokenizer: Tokenizer, named: dict[str, str], where: str) -> TokenizerInfo:
+    """Each role's token (named in the configs, else BERT's spelling) and id; one error naming
+    every missing role, or two roles sharing a token. `where`: the directory, or "" for a
+    pipeline that came from none."""
+    prefix = f"{where}: " if where else ""
+    tokens = {role: named.get(role, BERT_SPECIALS[role]) for role in ROLES}
+    ids = {role: tokenizer.token_to_id(token) for role, token in tokens.items()}
+    missing = [role for role in ROLES if ids[role] is None]
+    if missing:
+        reasons = [f"{role}_token {tokens[role]!r} is not in its vocabulary" if role in named
+                   else f"no {role}_token in {' or '.join(CONFIG_FILES)} and no "
+                        f"{tokens[role]} in its vocabulary" for role in missing]
+        listing = (missing[0] if len(missing) == 1
+                   else f"{', '.join(missing[:-1])} or {missing[-1]}")
+        raise ElectraError(f"{prefix}the tokenizer has no {listing} token "
+                           f"({'; '.join(reasons)})")
+    seen: dict[int, str] = {}
+    for role in ROLES:
+        if ids[role] in seen:
+            raise ElectraError(f"{prefix}the {seen[ids[role]]} and {role} tokens are the same "
+                               f"({tokens[role]!r}); electra needs five distinct special tokens")
+        seen[ids[role]] = role
+    kind = _MODEL_KINDS.get(type(tokenizer.model).__name__, type(tokenizer.model).__name__)
+    return TokenizerInfo(where, kind.lower(), tokens, {r: int(i) for r, i in ids.items()},
+                         tokenizer.get_vocab_size())
+
+
+def _read_config(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ElectraError(f"{path}: not a valid tokenizer config ({err})") from None
+    if not isinstance(config, dict):
+        raise ElectraError(f"{path}: not a valid tokenizer config (not a JSON object)")
+    return config
 
 
 def _texts(corpus: Sequence[str | Path], text_field: str, show_progress: bool) -> Iterator[str]:
@@ -199,70 +425,67 @@ def _read_vocab(path: Path) -> list[str]:
     return tokens
 
 
-def _check_specials(tokens: list[str], where: str, require_order: bool) -> None:
-    index = {token: i for i, token in enumerate(tokens)}
-    missing = [t for t in SPECIAL_TOKENS if t not in index]
-    if missing:
-        raise ElectraError(f"{where}: missing special tokens {', '.join(missing)}")
-    if index[PAD] != 0:
-        raise ElectraError(f"{where}: {PAD} must have id 0 (line 1), found id {index[PAD]}")
-    if require_order and tokens[: len(SPECIAL_TOKENS)] != list(SPECIAL_TOKENS):
-        raise ElectraError(f"{where}: special tokens are not ids 0..4 in order")
-
-
-def _config_lowercase(config_path: Path) -> bool:
-    if not config_path.is_file():
-        return True
-    try:
-        return bool(json.loads(config_path.read_text(encoding="utf-8")).get("do_lower_case", True))
-    except (json.JSONDecodeError, AttributeError) as err:
-        raise ElectraError(f"{config_path}: not a valid tokenizer config ({err})") from None
-
-
 def _check_out_dir(out_dir: str | Path, overwrite: bool) -> Path:
     """Refuse to clobber an existing tokenizer unless asked (checked before the slow part)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ElectraError(f"output path exists and is not a directory: {out}")
-    if out.is_dir() and not overwrite and any((out / name).exists() for name in TOKENIZER_FILES):
+    if out.is_dir() and not overwrite and any(
+            (out / name).exists() for name in ALL_TOKENIZER_FILES):
         raise ElectraError(f"{out} already holds tokenizer files; choose another directory")
     return out
 
 
-def _write(tokenizer: Tokenizer, tokens: list[str], out: Path, lowercase: bool) -> Path:
+def _wordpiece_config(lowercase: bool) -> dict:
+    return {
+        "tokenizer_class": "ElectraTokenizer",
+        "do_lower_case": lowercase,
+        "strip_accents": None if lowercase else False,
+        "tokenize_chinese_chars": True,
+        "model_max_length": MODEL_MAX_LENGTH,
+        "clean_up_tokenization_spaces": False,
+    }
+
+
+def _fast_config() -> dict:
+    """Unigram and BPE directories load as transformers' generic fast tokenizer, which runs
+    tokenizer.json as it is; segment ids are asked for, as ELECTRA uses them."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": MODEL_MAX_LENGTH,
+        "clean_up_tokenization_spaces": False,
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+    }
+
+
+def _write(tokenizer: Tokenizer, out: Path, specials: dict[str, str], config: dict,
+           vocab_txt: list[str] | None = None) -> Path:
     """Write all tokenizer files into a temp dir beside `out`, then move them in place, so a
     failure never leaves a half-written tokenizer."""
-    _add_post_processor(tokenizer)
     with staged_dir(out, install=_install) as tmp:
-        with open(tmp / "vocab.txt", "w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(token + "\n" for token in tokens)
+        if vocab_txt is not None:
+            with open(tmp / "vocab.txt", "w", encoding="utf-8", newline="\n") as handle:
+                handle.writelines(token + "\n" for token in vocab_txt)
         tokenizer.save(str(tmp / "tokenizer.json"))
-        specials = {
-            "pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP,
-            "mask_token": MASK,
-        }
-        config = {
-            "tokenizer_class": "ElectraTokenizer",
-            "do_lower_case": lowercase,
-            "strip_accents": None if lowercase else False,
-            "tokenize_chinese_chars": True,
-            "model_max_length": MODEL_MAX_LENGTH,
-            "clean_up_tokenization_spaces": False,
-            **specials,
-        }
-        _write_json(tmp / "tokenizer_config.json", config)
-        _write_json(tmp / "special_tokens_map.json", specials)
+        roles = {f"{role}_token": specials[role] for role in ROLES}
+        _write_json(tmp / "tokenizer_config.json", {**config, **roles})
+        _write_json(tmp / "special_tokens_map.json", roles)
     return out
 
 
 def _install(tmp: Path, out: Path) -> None:
     """A new or empty `out` becomes the tokenizer directory; into a non-empty one (e.g. a
-    model directory) the files are moved one by one, leaving its other files alone."""
+    model directory) the files are moved one by one, leaving its other files alone (but not
+    tokenizer files of another kind: an old vocab.txt would outlive a new BPE)."""
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         install_dir(tmp, out)
     else:
-        for name in TOKENIZER_FILES:
-            os.replace(tmp / name, out / name)
+        written = {path.name for path in tmp.iterdir()}
+        for name in ALL_TOKENIZER_FILES:
+            if name in written:
+                os.replace(tmp / name, out / name)
+            else:
+                (out / name).unlink(missing_ok=True)
         tmp.rmdir()
 
 

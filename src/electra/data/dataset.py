@@ -43,6 +43,9 @@ class PretrainingDataset:
         self.seq_len: int = self.manifest["seq_len"]
         self.vocab_size: int = self.manifest["vocab_size"]
         self.vocab_checksum: str = self.manifest["vocab_checksum"]
+        # The tokenizer's special ids by role (pad, unk, cls, sep, mask), as prepared.
+        self.special_ids: dict[str, int] = dict(self.manifest.get("special_token_ids") or {})
+        self.pad_id: int = int(self.special_ids.get("pad", 0))
         self.num_tokens: int = info["num_tokens"]
         self._tokens: list[np.ndarray] = []
         self._offsets: list[np.ndarray] = []
@@ -89,9 +92,10 @@ class PretrainingDataset:
 
     def get_batch(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
         """input_ids, token_type_ids and attention_mask, each [len(indices), seq_len] int64,
-        padded with 0; token type 1 starts after the first [SEP]."""
+        input_ids padded with the tokenizer's pad id (the others with 0); token type 1 starts
+        after the first [SEP]."""
         size = len(indices)
-        input_ids = np.zeros((size, self.seq_len), dtype=np.int64)
+        input_ids = np.full((size, self.seq_len), self.pad_id, dtype=np.int64)
         lengths = np.zeros(size, dtype=np.int64)
         seps = np.zeros(size, dtype=np.int64)
         for row, index in enumerate(indices):

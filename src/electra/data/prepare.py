@@ -18,13 +18,11 @@ on every load) and SHA-256 (checked on request, see `electra.data.dataset.verify
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
-import random
 import signal
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, contextmanager
@@ -39,15 +37,15 @@ from tqdm import tqdm
 from electra import __version__
 from electra.data.corpus import Document, corpus_files, iter_documents, split_sentences
 from electra.data.packing import document_seed, pack_document
+from electra.data.split import (
+    DEFAULT_HELDOUT_FRACTION,
+    MAX_HELDOUT_DOCUMENTS,
+    split_documents,
+)
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, staged_dir
-from electra.tokenizer import (
-    copy_tokenizer_files,
-    load_tokenizer,
-    special_token_ids,
-    vocab_checksum,
-)
+from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenizer_info, vocab_checksum
 
 FORMAT = "electra-pretraining-shards"
 FORMAT_VERSION = 1
@@ -101,7 +99,8 @@ def prepare_corpus(
     out_dir: str | Path,
     text_field: str = "text",
     seed: int = 12345,
-    heldout_fraction: float = 0.0,
+    heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+    max_heldout_documents: int = MAX_HELDOUT_DOCUMENTS,
     shard_tokens: int = 2**24,
     batch_docs: int = 256,
     show_progress: bool = True,
@@ -110,6 +109,11 @@ def prepare_corpus(
 ) -> dict[str, Any]:
     """Tokenize, pack and shard a corpus into `out_dir`; returns the manifest it wrote.
 
+    `tokenizer_dir`: any tokenizer directory `electra.tokenizer.load_tokenizer` reads (ours, or
+    a released model's); examples are `cls A sep (B sep)` with its special tokens by role.
+    `heldout_fraction` of the documents (at most `max_heldout_documents`, at least one when the
+    corpus has MIN_HELDOUT_CORPUS documents or more, none in a smaller one; 0 = no held-out
+    split) go to the "heldout" split, evenly spread (`electra.data.split`).
     `workers` tokenizing processes (default: the available cores; 1 tokenizes in this process).
     The output does not depend on `workers` or `batch_docs`.
     """
@@ -117,6 +121,8 @@ def prepare_corpus(
         raise ElectraError(f"seq_len must be in [{MIN_SEQ_LEN}, {MAX_SEQ_LEN}], got {seq_len}")
     if not 0.0 <= heldout_fraction < 1.0:
         raise ElectraError(f"heldout_fraction must be in [0, 1), got {heldout_fraction}")
+    if max_heldout_documents < 1:
+        raise ElectraError(f"max_heldout_documents must be >= 1, got {max_heldout_documents}")
     if shard_tokens < 1 or batch_docs < 1:
         raise ElectraError("shard_tokens and batch_docs must be positive")
     workers = default_workers() if workers is None else workers
@@ -127,9 +133,9 @@ def prepare_corpus(
     out = Path(out_dir)
     _check_out_dir(out, overwrite)
     corpus_files(corpus)  # fail on a missing path before any work
-    tokenizer = load_tokenizer(tokenizer_dir)
-    specials = special_token_ids(tokenizer)
-    vocab_size = tokenizer.get_vocab_size()
+    info = tokenizer_info(load_tokenizer(tokenizer_dir))  # refuses a tokenizer lacking a role
+    specials = dict(info.special_ids)
+    vocab_size = info.vocab_size
     checksum = vocab_checksum(tokenizer_dir)
     dtype = np.uint16 if vocab_size <= 2**16 else np.uint32
 
@@ -138,8 +144,9 @@ def prepare_corpus(
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
         writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype) for name in splits}
         packing = Packing(seq_len, specials["cls"], specials["sep"], seed, np.dtype(dtype).name)
-        chunks = _chunks(iter_documents(corpus, text_field=text_field),
-                         _heldout_selector(seed, heldout_fraction), batch_docs)
+        chunks = _chunks(split_documents(lambda: iter_documents(corpus, text_field=text_field),
+                                         seed, heldout_fraction, max_heldout_documents),
+                         batch_docs)
         packed = _pack_in_order(chunks, tokenizer_dir, packing, workers)
         with closing(packed), tqdm(desc="preparing", unit=" docs",
                                    disable=not show_progress) as progress:
@@ -149,6 +156,8 @@ def prepare_corpus(
                     progress.update(part.documents)
         for writer in writers.values():
             writer.close()
+        if "heldout" in writers and writers["heldout"].num_documents == 0:
+            del writers["heldout"]  # a corpus below MIN_HELDOUT_CORPUS documents
         if writers["train"].num_examples == 0:
             raise ElectraError(
                 f"corpus produced no training examples: {', '.join(map(str, corpus))}"
@@ -162,6 +171,8 @@ def prepare_corpus(
             "vocab_size": vocab_size,
             "vocab_checksum": checksum,
             "special_token_ids": specials,
+            "special_tokens": dict(info.special_tokens),
+            "tokenizer_kind": info.kind,
             "token_dtype": np.dtype(dtype).name,
             "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
             "tokenizer": "tokenizer",
@@ -169,6 +180,7 @@ def prepare_corpus(
             "settings": {
                 "seed": seed,
                 "heldout_fraction": heldout_fraction,
+                "max_heldout_documents": max_heldout_documents,
                 "text_field": text_field,
                 "shard_tokens": shard_tokens,
             },
@@ -181,16 +193,14 @@ def prepare_corpus(
     return manifest
 
 
-def _chunks(
-    docs: Iterator[Document], is_heldout: Callable[[int], bool], batch_docs: int
-) -> Iterator[Chunk]:
+def _chunks(docs: Iterator[tuple[Document, bool]], batch_docs: int) -> Iterator[Chunk]:
     """Documents in chunks of bounded size, in corpus order."""
     first = 0
     splits: list[str] = []
     texts: list[str] = []
     chars = 0
-    for index, doc in enumerate(docs):
-        splits.append("heldout" if is_heldout(index) else "train")
+    for index, (doc, heldout) in enumerate(docs):
+        splits.append("heldout" if heldout else "train")
         texts.append(doc.text)
         chars += len(doc.text)
         if len(texts) >= batch_docs or chars >= MAX_BATCH_CHARS:
@@ -298,20 +308,6 @@ def _tokenize(texts: list[str], words: WordCache) -> list[TokenizedDoc]:
     docs = [split_sentences(text) for text in texts]
     ids = iter(words.encode([s for doc in docs for s in doc]))
     return [[next(ids) for _ in doc] for doc in docs]
-
-
-def _heldout_selector(seed: int, fraction: float) -> Callable[[int], bool]:
-    """Deterministic, evenly spread held-out documents: document i is held out when the running
-    count floor(i * fraction + phase) steps up, with a seeded phase. This is "every k-th
-    document" generalised to any fraction, exact to within one document at any corpus size."""
-    phase = random.Random(seed).random()
-
-    def is_heldout(index: int) -> bool:
-        if fraction <= 0:
-            return False
-        return math.floor((index + 1) * fraction + phase) > math.floor(index * fraction + phase)
-
-    return is_heldout
 
 
 def _check_out_dir(out: Path, overwrite: bool) -> None:

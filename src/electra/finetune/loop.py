@@ -34,6 +34,7 @@ from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.presets import SIZES, finetune_defaults, infer_size
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
+from electra.tokenizer import special_token_ids
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.skeleton import LogWindow, StepLoop, Update, batches_forever
 
@@ -105,7 +106,7 @@ def predict_examples(model: FinetuneModel, task: Task, examples: list[Example], 
 def head_outputs(model: FinetuneModel, task: Task, features: list[dict], tokenizer,
                  settings: FinetuneSettings, device: torch.device) -> list:
     """Each feature's head output (numpy row, or a span beam), in feature order."""
-    pad_id = tokenizer.token_to_id("[PAD]") or 0
+    pad_id = special_token_ids(tokenizer)["pad"]
     outputs: list = [None] * len(features)
     model.eval()
     for idx in eval_batches(features, settings.eval_batch_size):
@@ -334,7 +335,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     train = train_examples_of(task, data_dir, settings)
     eval_sets = eval_sets_of(task, data_dir, settings)
     features = task.featurize(train, tokenizer, settings.max_seq_len)
-    pad_id = tokenizer.token_to_id("[PAD]") or 0
+    pad_id = special_token_ids(tokenizer)["pad"]
     plan = single_task_plan(task, features, settings, pad_id,
                             teacher(task, train, features) if teacher else None)
     out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out

@@ -10,7 +10,6 @@ load all of it.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import torch
@@ -27,7 +26,7 @@ from electra.model.hf import (
     hf_config,
     read_model_dir,
 )
-from electra.tokenizer import TOKENIZER_FILES, load_tokenizer
+from electra.tokenizer import copy_tokenizer_files, load_tokenizer
 
 FINETUNE_FILE = "finetune.json"
 
@@ -98,8 +97,6 @@ def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
         state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
                  for k, v in state.items()}
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        for name in TOKENIZER_FILES:
-            if (Path(tokenizer_dir) / name).is_file():
-                shutil.copyfile(Path(tokenizer_dir) / name, tmp / name)
+        copy_tokenizer_files(tokenizer_dir, tmp)
         (tmp / FINETUNE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return out

@@ -209,7 +209,7 @@ def load_encoder(model_dir: str | Path) -> Encoder:
 
 def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
     """A Discriminator or Generator (with head) from a directory written by `save_pretrained`
-    or by `transformers` (ElectraForPreTraining / ElectraForMaskedLM)."""
+    or by `transformers` (ElectraForPreTraining / ElectraForMaskedLM / BertForMaskedLM)."""
     cfg, raw, state = read_model_dir(model_dir)
     arch = (raw.get("architectures") or [""])[0]
     if arch == "ElectraForPreTraining":
@@ -226,9 +226,22 @@ def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
             raise ElectraError(f"{model_dir}: checkpoint lacks generator_lm_head.bias")
         with torch.no_grad():
             model.output_bias.copy_(state["generator_lm_head.bias"])
+    elif arch == "BertForMaskedLM":
+        # BERT's MLM head is ELECTRA's generator head at embedding size = hidden size: dense,
+        # GELU, LayerNorm, then the tied word embeddings plus a bias.
+        model = Generator(cfg)
+        prefix = "cls.predictions.transform."
+        head = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        _load_strict(model.generator_predictions, head, model_dir)
+        bias = state.get("cls.predictions.bias", state.get("cls.predictions.decoder.bias"))
+        if bias is None:
+            raise ElectraError(f"{model_dir}: checkpoint lacks cls.predictions.bias")
+        with torch.no_grad():
+            model.output_bias.copy_(bias)
     else:
-        raise ElectraError(f"{model_dir}: architecture {arch!r} is not ElectraForPreTraining "
-                           "or ElectraForMaskedLM; use load_encoder for a bare encoder")
+        raise ElectraError(f"{model_dir}: architecture {arch!r} is not ElectraForPreTraining, "
+                           "ElectraForMaskedLM or BertForMaskedLM; use load_encoder for a bare "
+                           "encoder")
     _load_strict(model.electra, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
     return model
 

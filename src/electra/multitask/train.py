@@ -52,6 +52,7 @@ from electra.presets import infer_size, multitask_defaults
 from electra.tasks import Task
 from electra.tasks.base import Example
 from electra.tasks.glue import GlueTask, glue_name
+from electra.tokenizer import special_token_ids
 
 STS_RANGE = (0.0, 5.0)  # STS-B similarity scores, normalised to [0, 1] (section 3.2.1)
 USER_TASK_FILE = "task.json"
@@ -167,7 +168,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    pad_id = tokenizer.token_to_id("[PAD]") or 0
+    pad_id = special_token_ids(tokenizer)["pad"]
     resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
                 "size": size, "tasks": list(tasks), "annealing": annealing.describe(),
                 **(extra_info or {})}

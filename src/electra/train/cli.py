@@ -5,9 +5,11 @@ building the parser stays torch-free; see `electra.cli_support`)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from electra.cli_support import show_progress
+from electra.cli_support import LazyNames, show_progress
 from electra.config import DEMO_PRESETS, GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
+from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
 from electra.errors import EXIT_PREEMPTED, ElectraError
 
 PRESET_NAMES = tuple(PRESETS)
@@ -46,24 +48,40 @@ def _run_demo(args) -> None:
 
 
 def _add_vocab(sub) -> None:
-    p = sub.add_parser("vocab", help="train a WordPiece vocabulary (or adopt a vocab.txt)",
-                       description="Train a BERT-style WordPiece vocabulary with the `tokenizers` "
-                       "library and write vocab.txt, tokenizer.json and the tokenizer config "
-                       "(loadable by transformers.AutoTokenizer).")
+    p = sub.add_parser("vocab", help="train a vocabulary (or adopt a vocab.txt)",
+                       description="Train a vocabulary with the `tokenizers` library: BERT-style "
+                       "WordPiece (default; special tokens [PAD] [UNK] [CLS] [SEP] [MASK]), "
+                       "SentencePiece-style Unigram (<pad> <unk> [CLS] [SEP] [MASK], as ALBERT) "
+                       "or byte-level BPE (<s> <pad> </s> <unk> <mask>, as RoBERTa). Writes "
+                       "tokenizer.json (plus vocab.txt for WordPiece) and the tokenizer config "
+                       "naming the special tokens (loadable by transformers.AutoTokenizer).")
     p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--kind", choices=LazyNames(_vocab_kinds), metavar="KIND",
+                   default="wordpiece", help="the subword model: %(choices)s (default: "
+                   "%(default)s)")
     p.add_argument("--vocab-size", type=int, default=30522, help="default: %(default)s")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--from-vocab", help="use this existing vocab.txt instead of training")
-    p.add_argument("--cased", action="store_true", help="keep case and accents")
+    p.add_argument("--from-vocab", help="use this existing WordPiece vocab.txt instead of "
+                   "training")
+    p.add_argument("--cased", action="store_true", help="keep case (and, for WordPiece, accents)")
     p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run_vocab)
+
+
+def _vocab_kinds() -> tuple[str, ...]:
+    from electra.tokenizer import KINDS
+
+    return KINDS
 
 
 def _run_vocab(args) -> None:
     from electra.tokenizer import train_vocab, vocab_from_file
 
     if args.from_vocab:
+        if args.kind != "wordpiece":
+            raise ElectraError("vocab: --from-vocab adopts a WordPiece vocab.txt; it does not "
+                               f"go with --kind {args.kind}")
         out = vocab_from_file(args.from_vocab, args.out, lowercase=not args.cased,
                               overwrite=args.overwrite)
     else:
@@ -71,7 +89,7 @@ def _run_vocab(args) -> None:
             raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
         out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
                           text_field=args.text_field, overwrite=args.overwrite,
-                          show_progress=show_progress())
+                          show_progress=show_progress(), kind=args.kind)
     print(f"vocabulary written to {out}")
 
 
@@ -84,11 +102,16 @@ def _add_prepare(sub) -> None:
                        "output is the same whatever --workers. With --verify DIR, check a "
                        "prepared directory's shards against its manifest instead.")
     p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
-    p.add_argument("--tokenizer", help="directory written by `electra vocab`")
+    p.add_argument("--tokenizer", help="a tokenizer directory: written by `electra vocab`, or "
+                   "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json)")
     p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
     p.add_argument("--out")
-    p.add_argument("--heldout-fraction", type=float, default=0.0,
-                   help="share of documents kept aside as a held-out split (default 0)")
+    p.add_argument("--heldout-fraction", type=float, default=DEFAULT_HELDOUT_FRACTION,
+                   help="share of documents kept aside as a held-out split for the probes "
+                   "(default %(default)s; at least one document when the corpus has "
+                   f"{MIN_HELDOUT_CORPUS} or more, none below that; 0 = no held-out split)")
+    p.add_argument("--max-heldout-documents", type=int, default=MAX_HELDOUT_DOCUMENTS,
+                   help="cap on held-out documents (default %(default)s)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--seed", type=int, default=12345,
                    help="chooses the held-out documents and each document's packing draws")
@@ -115,7 +138,9 @@ def _run_prepare(args) -> None:
 
     manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
                               text_field=args.text_field, seed=args.seed,
-                              heldout_fraction=args.heldout_fraction, overwrite=args.overwrite,
+                              heldout_fraction=args.heldout_fraction,
+                              max_heldout_documents=args.max_heldout_documents,
+                              overwrite=args.overwrite,
                               show_progress=show_progress(), workers=args.workers)
     splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
               for name, s in manifest["splits"].items()}
@@ -134,9 +159,17 @@ def _add_pretrain(sub) -> None:
                        f"and the exit status is {EXIT_PREEMPTED}; the same command with "
                        f"--resume continues exactly. Exit status 1: an error (one line on "
                        f"stderr).")
-    p.add_argument("--preset", default="tiny", choices=PRESET_NAMES,
+    p.add_argument("--preset", choices=PRESET_NAMES,
                    help="model size and recipe: Table 5.1, or ours for CPUs (default tiny; "
-                   "docs/pretraining.md)")
+                   "with --init-from, the checkpoint's size; docs/pretraining.md)")
+    p.add_argument("--init-from", metavar="DIR", help="continue pre-training from these "
+                   "weights: a finished run (OUT or OUT/final), a Hugging Face ELECTRA "
+                   "discriminator, or one encoder (ELECTRA or BERT, MLM head or none); sizes "
+                   "and vocabulary come from it, optimizer and schedule start fresh "
+                   "(docs/pretraining.md)")
+    p.add_argument("--init-generator", metavar="DIR", help="with --init-from: the generator "
+                   "(ElectraForMaskedLM or BertForMaskedLM) to continue; default: the run's "
+                   "own generator/, else a new one at the preset's width")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES,
                    help="pre-training objective (default: electra); other objective settings "
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
@@ -175,10 +208,22 @@ def _add_pretrain(sub) -> None:
 
 
 def build_pretrain_config(args):
+    """The run's configuration and, with --init-from, its starting point (else None)."""
     from electra.config import PretrainConfig, merge, set_dotted
 
+    source = None
+    preset = args.preset or "tiny"
+    if args.init_from:
+        from electra.presets import infer_size
+        from electra.train.init_from import find_source
+
+        objective = args.objective or _set_value(args.set, "objective.name") or "electra"
+        source = find_source(args.init_from, args.init_generator, objective)
+        preset = args.preset or infer_size(source.main_config.hidden_size)
+    elif args.init_generator:
+        raise ElectraError("--init-generator needs --init-from")
     cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(
-        args.preset)
+        preset)
     flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
              "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
              "log_every": args.log_every, "save_every": args.save_every,
@@ -197,17 +242,28 @@ def build_pretrain_config(args):
         if not sep:
             raise ElectraError(f"--set {item!r}: expected SECTION.KEY=VALUE")
         set_dotted(cfg, key, value)
+    if source is not None:
+        from electra.train.init_from import adopt_checkpoint, explicit_model_fields
+
+        config_file = json.loads(Path(args.config).read_text()) if args.config else None
+        adopt_checkpoint(cfg, source, explicit_model_fields(args.preset, config_file, args.set))
     cfg.validate()
-    return cfg
+    return cfg, source
+
+
+def _set_value(items: list[str], key: str) -> str | None:
+    """The value a `--set KEY=VALUE` gives KEY (the last one), if any."""
+    values = [item.partition("=")[2] for item in items if item.partition("=")[0] == key]
+    return values[-1] if values else None
 
 
 def _run_pretrain(args) -> None:
     from electra.train.loop import pretrain
 
-    cfg = build_pretrain_config(args)
+    cfg, source = build_pretrain_config(args)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
                        show_progress=not args.quiet and show_progress(),
-                       tensorboard=args.tensorboard)
+                       tensorboard=args.tensorboard, init=source)
     if summary.get("final"):
         print(json.dumps(summary, indent=2))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from electra.train.distributed import (
     init_distributed,
 )
 from electra.train.heldout import HeldoutProbe
+from electra.train.init_from import InitSource, check_vocabulary, load_weights
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.optim import build_optimizer, build_scheduler
 from electra.train.skeleton import LogWindow, StepLoop, Update
@@ -77,9 +79,11 @@ def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, dat
 
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool = False, device: str = "auto", show_progress: bool = True,
-             tensorboard: bool = False) -> dict[str, Any]:
+             tensorboard: bool = False, init: InitSource | None = None) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
     `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/.
+    `init`: start from these weights (`electra.train.init_from`; `cfg.model` must already be
+    the checkpoint's, see `adopt_checkpoint`) instead of random ones.
 
     On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
     raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly."""
@@ -91,7 +95,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     info = init_distributed(device, bf16=cfg.train.bf16)
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         tensorboard)
+                         tensorboard, init)
     finally:
         cleanup(info)
 
@@ -113,25 +117,32 @@ class _Run:
     skipped: int
     latest: Path | None
     step_flops: int
+    init: InitSource | None = None
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-              show_progress: bool, tensorboard: bool = False) -> dict[str, Any]:
-    run = _set_up(cfg, data_dir, out, resume, info)
+              show_progress: bool, tensorboard: bool = False,
+              init: InitSource | None = None) -> dict[str, Any]:
+    run = _set_up(cfg, data_dir, out, resume, info, init)
     summary = _train_steps(run, show_progress, tensorboard)
     summary["final"] = _export(run)
     barrier(info)
     return summary
 
 
-def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo) -> _Run:
-    """Check data, config and OUT; build the objective and its optimizer; restore a checkpoint
-    when resuming; write OUT/config.json (only once nothing can be refused any more)."""
+def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
+            init: InitSource | None = None) -> _Run:
+    """Check data, config and OUT; build the objective (from `init`'s weights when given) and
+    its optimizer; restore a checkpoint when resuming; write OUT/config.json (only once nothing
+    can be refused any more)."""
     data = PretrainingDataset(data_dir)
     cfg.model.vocab_size = data.vocab_size
+    cfg.model.pad_token_id = data.pad_id  # config.json's pad_token_id: the tokenizer's
     if data.seq_len > cfg.model.max_position_embeddings:
         raise ElectraError(f"{data_dir}: sequence length {data.seq_len} exceeds the model's "
                            f"max_position_embeddings {cfg.model.max_position_embeddings}")
+    if init is not None:
+        check_vocabulary(init, data_dir, data.vocab_checksum, data.vocab_size)
     cfg.validate()
     tc = cfg.train
     per_step = info.world_size * tc.grad_accum
@@ -143,6 +154,9 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
     context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
     objective = build_objective(cfg.model, cfg.objective, context=context)
+    latest = checkpoint.find_latest(out) if resume else None
+    if init is not None and latest is None:  # a resumed run's weights are in its checkpoint
+        load_weights(objective, init)
     objective.to(info.device)
     if tc.compile:
         compile_layers(objective)
@@ -151,7 +165,6 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
 
     step = skipped = 0
-    latest = checkpoint.find_latest(out) if resume else None
     if latest is not None:
         step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
                                world_size=info.world_size)
@@ -167,7 +180,10 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_CONFIG).write_text(json.dumps(
             {"config": cfg.to_dict(), "data": str(data_dir),
-             "vocab_checksum": data.vocab_checksum}, indent=2) + "\n")
+             "vocab_checksum": data.vocab_checksum,
+             "init": init.describe() if init is not None else None}, indent=2) + "\n")
+        for note in init.notes if init is not None else ():
+            print(f"note: {note}", file=sys.stderr)
 
     # An objective whose phases leave some networks idle (two-stage) asks DDP to allow it.
     # gradient_as_bucket_view: the gradients are views into DDP's all-reduce buckets, which
@@ -183,7 +199,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     update = Update(optimizer, scheduler, [p for p in objective.parameters() if p.requires_grad],
                     tc.max_grad_norm, tc.skip_nonfinite)
     return _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
-                skipped, latest, step_flops)
+                skipped, latest, step_flops, init)
 
 
 def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str, Any]:
@@ -270,6 +286,8 @@ def _export(run: _Run) -> dict[str, str]:
         return {}
     extra = {"steps": run.step, "train_flops": run.step * run.step_flops,
              "vocab_checksum": run.data.vocab_checksum, "objective": run.cfg.objective.name}
+    if run.init is not None:  # train_flops counts this run; the starting point's are here
+        extra["init"] = run.init.describe()
     return {name: str(export_module(module, run.out / "final" / name,
                                     run.data_dir / "tokenizer", extra))
             for name, module in run.objective.exportable().items()}

@@ -23,6 +23,7 @@ import torch
 from tokenizers import Tokenizer
 
 from electra.errors import ElectraError
+from electra.tokenizer import special_token_ids
 
 
 @dataclass(frozen=True)
@@ -197,9 +198,8 @@ def convert_examples_to_features(
 ) -> list[SquadFeature]:
     """Windowed features with labels from each example's first answer (the training target in
     BERT/XLNet/ELECTRA); a window without the whole answer is labelled impossible ([CLS])."""
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls_id is None or sep_id is None:
-        raise ElectraError("the tokenizer's vocabulary has no [CLS] or [SEP] token")
+    special = special_token_ids(tokenizer)  # by role: [CLS]/[SEP], <s>/</s>, ...
+    cls_id, sep_id = special["cls"], special["sep"]
     if doc_stride < 1 or max_query_len < 1:
         raise ElectraError("doc_stride and max_query_len must be positive")
     # One encoding per distinct context (SQuAD has ~5 questions per paragraph).
