@@ -148,3 +148,24 @@ def test_resume_with_one_process_is_a_clear_error(ddp_run, data_dir, capsys):
     assert len(lines) == 1 and lines[0].startswith("electra pretrain: error:")
     assert "different number of processes" in lines[0]
     assert (out / "config.json").read_bytes() == before
+
+
+def test_continued_pre_training_under_two_processes(ddp_run, data_dir, tmp_path):
+    """--init-from under torchrun: every rank starts from the finished run's weights, and the
+    continued run writes one config (with its starting point), one log and one export."""
+    first, _, _ = ddp_run
+    out = tmp_path / "continued"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           "2", "-m", "electra.cli", "pretrain", "--init-from", str(first), "--data",
+           str(data_dir), "--out", str(out), "--steps", "2", "--batch-size", "4",
+           "--log-every", "1", "--eval-every", "0", "--quiet", "--device", "cpu"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((out / "config.json").read_text())
+    assert run["init"]["from"] == str(first / "final" / "discriminator")
+    assert run["config"]["model"]["hidden_size"] == TINY["model"]["hidden_size"]
+    assert [r["step"] for r in read_metrics(out)] == [1, 2]
+    assert load_pretrained(out / "final" / "discriminator").config.hidden_size == 32

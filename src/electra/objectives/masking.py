@@ -9,6 +9,10 @@ import torch
 
 @dataclass
 class SpecialIds:
+    """The special tokens' ids by role. The defaults are the layout `electra vocab --kind
+    wordpiece` writes, for objectives built directly in tests and benchmarks; every command
+    passes the ids its tokenizer names (`electra.tokenizer.special_token_ids`)."""
+
     pad: int = 0
     unk: int = 1
     cls: int = 2
