@@ -1,4 +1,4 @@
-"""Every issue-4 objective and option pre-trains end to end through `electra pretrain` and
+"""Every objective and option pre-trains end to end through `electra pretrain` and
 exports Hugging Face directories that `electra.model.hf.load_encoder` reads."""
 
 from __future__ import annotations

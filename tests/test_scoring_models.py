@@ -14,14 +14,10 @@ from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator, init_weights
 from electra.model.hf import save_pretrained
+from electra.model.two_tower import TwoTowerGenerator, save_two_tower
 from electra.scoring import detect_scorer, load_scorer
 from electra.scoring.load import load_mlm, training_mask_prob
 from electra.scoring.pll import ElectraTTScorer, ElectricScorer, MlmScorer
-
-try:
-    from electra.model.two_tower import TwoTowerGenerator, save_two_tower
-except ModuleNotFoundError:  # the two-tower model is built by another issue
-    TwoTowerGenerator = None
 
 # Random weights this wide make per-token scores differ by whole nats, so the tests that compare
 # scores (ordering, batching) compare distinct numbers, not near-ties.
@@ -54,16 +50,11 @@ def build_scoring_models(root: Path, vocab_dir: Path) -> dict[str, Path]:
                                                     vocab_dir, {"objective": objective})
         (out / "config.json").write_text(json.dumps(
             {"config": {"objective": {"name": objective, "mask_prob": 0.25}}}))
-    if TwoTowerGenerator is not None:
-        tt = TwoTowerGenerator(cfg)
-        init_weights(tt, INIT_STD)
-        dirs["two-tower"] = save_two_tower(tt, root / "electra-tt" / "final" / "generator",
-                                           vocab_dir, {"objective": "electra-tt"})
+    tt = TwoTowerGenerator(cfg)
+    init_weights(tt, INIT_STD)
+    dirs["two-tower"] = save_two_tower(tt, root / "electra-tt" / "final" / "generator",
+                                       vocab_dir, {"objective": "electra-tt"})
     return dirs
-
-
-needs_two_tower = pytest.mark.skipif(TwoTowerGenerator is None,
-                                     reason="electra.model.two_tower is not available")
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +96,6 @@ def test_training_mask_prob_read_from_run_config(models):
     assert training_mask_prob(models["electra-tt-disc"]) == 0.25
 
 
-@needs_two_tower
 def test_electra_tt_scorer_loads_with_generator(models):
     scorer = load_scorer(models["electra-tt-disc"], models["two-tower"])
     assert isinstance(scorer, ElectraTTScorer)
