@@ -49,9 +49,10 @@ from electra.finetune.optim import build_optimizer
 from electra.model.encoder import Encoder, init_weights
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
-from electra.tokenizer import load_tokenizer, train_vocab
+from electra.tokenizer import load_tokenizer
 from electra.train.skeleton import StepLoop, Update
 from electra.train.speed import configure_process_for_speed
+from electra.vocab import train_vocab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 VOCAB_CORPUS = [SHARED / "corpus" / "nltk" / f"{n}.jsonl.gz"

@@ -32,8 +32,8 @@ from safetensors.torch import load_file
 
 from electra.data.prepare import prepare_corpus
 from electra.errors import EXIT_PREEMPTED
-from electra.tokenizer import train_vocab
 from electra.train import checkpoint
+from electra.vocab import train_vocab
 
 TINY = {
     "preset": "tiny",

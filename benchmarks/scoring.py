@@ -41,7 +41,8 @@ from electra.config import get_preset
 from electra.model.encoder import Discriminator, Generator, init_weights
 from electra.scoring import ElectraTTScorer, ElectricScorer, MlmScorer, load_scorer
 from electra.scoring.minimal_pairs import evaluate_minimal_pairs, read_minimal_pairs
-from electra.tokenizer import load_tokenizer, train_vocab
+from electra.tokenizer import load_tokenizer
+from electra.vocab import train_vocab
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/blimp/blimp.jsonl.gz"
 

@@ -77,7 +77,7 @@ def random_encoder(work: Path, glue: Path, tasks: list[str], vocab_size: int) ->
     from electra.model.encoder import Discriminator, init_weights
     from electra.model.hf import save_pretrained
     from electra.multitask.train import resolve_task
-    from electra.tokenizer import train_vocab
+    from electra.vocab import train_vocab
 
     out = work / "encoder"
     if (out / "config.json").is_file():

@@ -192,7 +192,7 @@ def prepare_data(work: Path, corpus: list[str] | None) -> Path:
     from electra.data.prepare import prepare_corpus
     from electra.demo import HELDOUT_FRACTION, SEQ_LEN
     from electra.demo_corpus import fetch_wiki_corpus
-    from electra.tokenizer import train_vocab
+    from electra.vocab import train_vocab
 
     data_dir = work / "data"
     if (data_dir / "manifest.json").exists():

@@ -25,7 +25,8 @@ from electra.data.packing import ExampleBuilder, document_seed, pack_document
 from electra.data.prepare import prepare_corpus
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
-from electra.tokenizer import load_tokenizer, special_token_ids, train_vocab, vocab_checksum
+from electra.tokenizer import load_tokenizer, special_token_ids, vocab_checksum
+from electra.vocab import train_vocab
 
 CLS, SEP = 2, 3
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_scoring_models import build_scoring_models, needs_two_tower
+from test_scoring_models import build_scoring_models
 
 from electra.model.hf import load_pretrained
 from electra.scoring import load_scorer
@@ -126,7 +126,6 @@ def test_tt_noise_ratio_counts_k_and_n_as_training_does():
     assert tt_noise_ratio(torch.tensor([20]), torch.tensor([18]), 0.25).tolist() == [0.25]
 
 
-@needs_two_tower
 def test_electra_tt_formula_by_hand(models, scorers):
     """p(x_t | x without t) = k q D / (n (1 - D)), D = P(original) = sigmoid(-logit)."""
     from electra.model.two_tower import load_two_tower

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_scoring_models import build_scoring_models, needs_two_tower
+from test_scoring_models import build_scoring_models
 
 from electra.cli import main
 from electra.errors import ElectraError
@@ -59,7 +59,6 @@ def test_score_jsonl_gz_with_text_field_and_mlm(tmp_path, models, capsys):
     assert [r["pll"] for r in rows] == pytest.approx(want, abs=1e-5)
 
 
-@needs_two_tower
 def test_score_electra_tt_needs_generator(tmp_path, models, capsys):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(TEXTS) + "\n")

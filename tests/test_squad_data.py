@@ -22,7 +22,8 @@ from electra.tasks.squad.data import (
     read_squad,
     train_dev_split_by_article,
 )
-from electra.tokenizer import load_tokenizer, train_vocab
+from electra.tokenizer import load_tokenizer
+from electra.vocab import train_vocab
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"
 needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"SQuAD dev set not found at {DEV}")

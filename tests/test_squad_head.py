@@ -31,7 +31,8 @@ from electra.tasks.squad.head import (
     write_predictions,
 )
 from electra.tasks.squad.metrics import evaluate_v1, evaluate_v2
-from electra.tokenizer import load_tokenizer, train_vocab
+from electra.tokenizer import load_tokenizer
+from electra.vocab import train_vocab
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"
 

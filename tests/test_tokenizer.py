@@ -15,10 +15,9 @@ from electra.tokenizer import (
     copy_tokenizer_files,
     load_tokenizer,
     special_token_ids,
-    train_vocab,
     vocab_checksum,
-    vocab_from_file,
 )
+from electra.vocab import train_vocab, vocab_from_file
 
 SENTENCES = [
     "The café in Zürich was naïve, they said.",

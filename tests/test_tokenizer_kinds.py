@@ -34,9 +34,9 @@ from electra.tokenizer import (
     load_tokenizer,
     special_token_ids,
     tokenizer_info,
-    train_vocab,
     vocab_checksum,
 )
+from electra.vocab import train_vocab
 
 SENTENCES = [
     "The café in Zürich was naïve, they said.",

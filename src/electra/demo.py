@@ -51,7 +51,8 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              steps: int | None = None, vocab_size: int = 8192, batch_size: int | None = None,
              seed: int = 1, overwrite: bool = False, preset: str = "tiny-local") -> dict[str, Any]:
     from electra.demo_corpus import fetch_wiki_corpus
-    from electra.tokenizer import train_vocab, vocab_checksum
+    from electra.tokenizer import vocab_checksum
+    from electra.vocab import train_vocab
 
     if preset not in DEMO_PRESETS:
         raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")

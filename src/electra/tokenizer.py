@@ -1,5 +1,6 @@
-"""Vocabularies: train one (WordPiece, SentencePiece-style Unigram or byte-level BPE), adopt a
-vocab.txt, or load the tokenizer directory of a released model.
+"""Tokenizer directories: load one (written by `electra vocab`, or a released model's), know
+its special tokens by role, identify its vocabulary, copy it beside data and models. Training
+vocabularies is `electra.vocab`.
 
 A tokenizer directory holds tokenizer.json (any `tokenizers` pipeline) and/or vocab.txt (a BERT
 WordPiece vocabulary; tokenizer_config.json's `do_lower_case` says whether it is uncased), plus
@@ -17,14 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import (
-    Regex,
     Tokenizer,
     decoders,
     models,
@@ -32,23 +30,12 @@ from tokenizers import (
     pre_tokenizers,
     processors,
 )
-from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
-from tqdm import tqdm
 
-from electra.data.corpus import iter_documents
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, sha256_file, staged_dir
+from electra.fileutil import sha256_file
 
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-KINDS = ("wordpiece", "unigram", "bpe")
-# The special tokens `electra vocab` gives each kind, in the order of their ids (0-4): BERT's;
-# ALBERT's (a SentencePiece encoder with BERT's input layout); RoBERTa's (pad is id 1).
-KIND_SPECIALS: dict[str, dict[str, str]] = {
-    "wordpiece": dict(BERT_SPECIALS),
-    "unigram": {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
-    "bpe": {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"},
-}
 # What `electra vocab` writes for a WordPiece vocabulary (Unigram and BPE have no vocab.txt).
 TOKENIZER_FILES = (
     "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"
@@ -78,76 +65,6 @@ class TokenizerInfo:
     vocab_size: int
 
 
-def train_vocab(
-    corpus: Sequence[str | Path],
-    vocab_size: int,
-    out_dir: str | Path,
-    lowercase: bool = True,
-    text_field: str = "text",
-    min_frequency: int = 2,
-    show_progress: bool = True,
-    overwrite: bool = False,
-    kind: str = "wordpiece",
-) -> Path:
-    """Train a vocabulary on a corpus and write a tokenizer directory. `kind`: "wordpiece"
-    (BERT's pipeline), "unigram" (SentencePiece-style: NFKC, Metaspace, Unigram LM) or "bpe"
-    (byte-level, as GPT-2/RoBERTa: no unknown characters). `min_frequency` applies to
-    WordPiece and BPE merges (the Unigram trainer has none)."""
-    if kind not in KINDS:
-        raise ElectraError(f"vocabulary kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    specials = KIND_SPECIALS[kind]
-    if vocab_size <= len(specials):
-        raise ElectraError(
-            f"vocab size {vocab_size} is too small: it must exceed the "
-            f"{len(specials)} special tokens plus the corpus's alphabet"
-        )
-    if min_frequency < 1:
-        raise ElectraError(f"min_frequency must be >= 1, got {min_frequency}")
-    out = _check_out_dir(out_dir, overwrite)
-    tokenizer, trainer = _untrained(kind, vocab_size, lowercase, min_frequency, show_progress)
-    texts = _texts(corpus, text_field, show_progress)
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    size = tokenizer.get_vocab_size()
-    if size > vocab_size:
-        raise ElectraError(
-            f"vocab size {vocab_size} is too small: the special tokens and the corpus's "
-            f"alphabet alone need {size} entries"
-        )
-    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda t: t[1])]
-    if tokens[: len(specials)] != list(specials.values()):
-        raise ElectraError(f"trained vocabulary: special tokens are not ids 0..{len(specials) - 1}"
-                           " in order")
-    if kind == "wordpiece":
-        _add_bert_post_processor(tokenizer, specials)
-        return _write(tokenizer, out, specials, _wordpiece_config(lowercase), tokens)
-    tokenizer.post_processor = _electra_post_processor(
-        tokenizer, specials["cls"], specials["sep"],
-        processors.ByteLevel(trim_offsets=True) if kind == "bpe" else None)
-    return _write(tokenizer, out, specials, _fast_config())
-
-
-def vocab_from_file(
-    vocab_txt: str | Path, out_dir: str | Path, lowercase: bool = True, overwrite: bool = False
-) -> Path:
-    """Build a tokenizer directory around an existing vocab.txt (e.g. BERT's), no training.
-    Its special tokens are BERT's, at whatever ids the file has them."""
-    path = Path(vocab_txt)
-    if not path.is_file():
-        raise ElectraError(f"vocabulary file does not exist: {path}")
-    tokens = _read_vocab(path)
-    missing = [token for token in BERT_SPECIALS.values() if token not in set(tokens)]
-    if missing:
-        raise ElectraError(f"{path}: missing special tokens {', '.join(missing)}")
-    out = _check_out_dir(out_dir, overwrite)
-    vocab = {token: i for i, token in enumerate(tokens)}
-    tokenizer = _bert_pipeline(
-        models.WordPiece(vocab=vocab, unk_token=BERT_SPECIALS["unk"],
-                         continuing_subword_prefix="##"), lowercase)
-    tokenizer.add_special_tokens(list(BERT_SPECIALS.values()))
-    _add_bert_post_processor(tokenizer, BERT_SPECIALS)
-    return _write(tokenizer, out, BERT_SPECIALS, _wordpiece_config(lowercase), tokens)
-
-
 def load_tokenizer(tokenizer_dir: str | Path) -> Tokenizer:
     """The `tokenizers` pipeline of a tokenizer directory: tokenizer.json, else vocab.txt (a
     BERT WordPiece, uncased unless tokenizer_config.json says `do_lower_case: false`).
@@ -164,7 +81,7 @@ def load_tokenizer(tokenizer_dir: str | Path) -> Tokenizer:
     tokenizer.no_truncation()
     tokenizer.no_padding()
     if not _has_electra_layout(tokenizer, info.special_ids["cls"], info.special_ids["sep"]):
-        tokenizer.post_processor = _electra_post_processor(
+        tokenizer.post_processor = electra_post_processor(
             tokenizer, info.special_tokens["cls"], info.special_tokens["sep"],
             _byte_level_trimmer(json.loads(tokenizer.to_str()).get("post_processor")))
     setattr(tokenizer, _INFO_ATTR, info)
@@ -223,42 +140,7 @@ def copy_tokenizer_files(src_dir: str | Path, dst_dir: str | Path) -> list[Path]
 # --- internals -------------------------------------------------------------------------------
 
 
-def _untrained(kind: str, vocab_size: int, lowercase: bool, min_frequency: int,
-               show_progress: bool):
-    """An empty pipeline of `kind` and its trainer."""
-    specials = list(KIND_SPECIALS[kind].values())
-    unk = KIND_SPECIALS[kind]["unk"]
-    if kind == "wordpiece":
-        tokenizer = _bert_pipeline(
-            models.WordPiece(unk_token=unk, continuing_subword_prefix="##"), lowercase)
-        return tokenizer, WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
-            continuing_subword_prefix="##", show_progress=show_progress)
-    if kind == "unigram":
-        # SentencePiece's defaults: NFKC, runs of whitespace as one space, a meta symbol
-        # before each word (so a word is the same at the start of a text and inside it).
-        tokenizer = Tokenizer(models.Unigram())
-        tokenizer.normalizer = normalizers.Sequence(
-            [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
-            + ([normalizers.Lowercase()] if lowercase else []))
-        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-        tokenizer.decoder = decoders.Metaspace()
-        return tokenizer, UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                         unk_token=unk, show_progress=show_progress)
-    # Byte-level BPE: every byte is in the alphabet, so nothing is ever unknown (<unk> is
-    # there for the role only). A space is added before the first word, so that a sentence
-    # tokenized on its own (as packing does) starts with the same pieces as inside a text.
-    tokenizer = Tokenizer(models.BPE())
-    if lowercase:
-        tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    return tokenizer, BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                 special_tokens=specials, show_progress=show_progress,
-                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-
-
-def _bert_pipeline(model: models.Model, lowercase: bool,
+def bert_pipeline(model: models.Model, lowercase: bool,
                    strip_accents: bool | None = None) -> Tokenizer:
     """The BERT pipeline: clean + (lowercase, strip accents), split on whitespace/punctuation,
     WordPiece."""
@@ -271,13 +153,13 @@ def _bert_pipeline(model: models.Model, lowercase: bool,
     return tokenizer
 
 
-def _add_bert_post_processor(tokenizer: Tokenizer, specials: dict[str, str]) -> None:
+def add_bert_post_processor(tokenizer: Tokenizer, specials: dict[str, str]) -> None:
     cls, sep = specials["cls"], specials["sep"]
     tokenizer.post_processor = processors.BertProcessing(
         (sep, tokenizer.token_to_id(sep)), (cls, tokenizer.token_to_id(cls)))
 
 
-def _electra_post_processor(tokenizer: Tokenizer, cls: str, sep: str,
+def electra_post_processor(tokenizer: Tokenizer, cls: str, sep: str,
                             trimmer: processors.PostProcessor | None = None
                             ) -> processors.PostProcessor:
     """`cls A sep` and `cls A sep B sep` with segment ids 0 and 1: ELECTRA's (and BERT's)
@@ -343,13 +225,13 @@ def _read_pipeline(directory: Path) -> tuple[Tokenizer, dict[str, str]]:
     vocab_path = directory / "vocab.txt"
     if not vocab_path.is_file():
         raise ElectraError(f"{directory}: missing tokenizer.json and vocab.txt")
-    tokens = _read_vocab(vocab_path)
+    tokens = read_vocab(vocab_path)
     lowercase = bool(configs[0].get("do_lower_case", True))
     strip_accents = configs[0].get("strip_accents")
     vocab = {token: i for i, token in enumerate(tokens)}
     unk = named.get("unk", BERT_SPECIALS["unk"])
     model = models.WordPiece(vocab=vocab, unk_token=unk, continuing_subword_prefix="##")
-    tokenizer = _bert_pipeline(model, lowercase,
+    tokenizer = bert_pipeline(model, lowercase,
                                None if strip_accents is None else bool(strip_accents))
     # As transformers' BertTokenizer: the special tokens are matched whole in the text.
     tokenizer.add_special_tokens([token for role in ROLES
@@ -396,13 +278,7 @@ def _read_config(path: Path) -> dict:
     return config
 
 
-def _texts(corpus: Sequence[str | Path], text_field: str, show_progress: bool) -> Iterator[str]:
-    docs = iter_documents(corpus, text_field=text_field)
-    for doc in tqdm(docs, desc="reading corpus", unit=" docs", disable=not show_progress):
-        yield doc.text
-
-
-def _read_vocab(path: Path) -> list[str]:
+def read_vocab(path: Path) -> list[str]:
     """One token per line; blank or duplicate tokens would silently shift ids, so refuse them."""
     tokens: list[str] = []
     seen: dict[str, int] = {}
@@ -425,69 +301,3 @@ def _read_vocab(path: Path) -> list[str]:
     return tokens
 
 
-def _check_out_dir(out_dir: str | Path, overwrite: bool) -> Path:
-    """Refuse to clobber an existing tokenizer unless asked (checked before the slow part)."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ElectraError(f"output path exists and is not a directory: {out}")
-    if out.is_dir() and not overwrite and any(
-            (out / name).exists() for name in ALL_TOKENIZER_FILES):
-        raise ElectraError(f"{out} already holds tokenizer files; choose another directory")
-    return out
-
-
-def _wordpiece_config(lowercase: bool) -> dict:
-    return {
-        "tokenizer_class": "ElectraTokenizer",
-        "do_lower_case": lowercase,
-        "strip_accents": None if lowercase else False,
-        "tokenize_chinese_chars": True,
-        "model_max_length": MODEL_MAX_LENGTH,
-        "clean_up_tokenization_spaces": False,
-    }
-
-
-def _fast_config() -> dict:
-    """Unigram and BPE directories load as transformers' generic fast tokenizer, which runs
-    tokenizer.json as it is; segment ids are asked for, as ELECTRA uses them."""
-    return {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": MODEL_MAX_LENGTH,
-        "clean_up_tokenization_spaces": False,
-        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
-    }
-
-
-def _write(tokenizer: Tokenizer, out: Path, specials: dict[str, str], config: dict,
-           vocab_txt: list[str] | None = None) -> Path:
-    """Write all tokenizer files into a temp dir beside `out`, then move them in place, so a
-    failure never leaves a half-written tokenizer."""
-    with staged_dir(out, install=_install) as tmp:
-        if vocab_txt is not None:
-            with open(tmp / "vocab.txt", "w", encoding="utf-8", newline="\n") as handle:
-                handle.writelines(token + "\n" for token in vocab_txt)
-        tokenizer.save(str(tmp / "tokenizer.json"))
-        roles = {f"{role}_token": specials[role] for role in ROLES}
-        _write_json(tmp / "tokenizer_config.json", {**config, **roles})
-        _write_json(tmp / "special_tokens_map.json", roles)
-    return out
-
-
-def _install(tmp: Path, out: Path) -> None:
-    """A new or empty `out` becomes the tokenizer directory; into a non-empty one (e.g. a
-    model directory) the files are moved one by one, leaving its other files alone (but not
-    tokenizer files of another kind: an old vocab.txt would outlive a new BPE)."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        install_dir(tmp, out)
-    else:
-        written = {path.name for path in tmp.iterdir()}
-        for name in ALL_TOKENIZER_FILES:
-            if name in written:
-                os.replace(tmp / name, out / name)
-            else:
-                (out / name).unlink(missing_ok=True)
-        tmp.rmdir()
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -70,13 +70,13 @@ def _add_vocab(sub) -> None:
 
 
 def _vocab_kinds() -> tuple[str, ...]:
-    from electra.tokenizer import KINDS
+    from electra.vocab import KINDS
 
     return KINDS
 
 
 def _run_vocab(args) -> None:
-    from electra.tokenizer import train_vocab, vocab_from_file
+    from electra.vocab import train_vocab, vocab_from_file
 
     if args.from_vocab:
         if args.kind != "wordpiece":
