@@ -37,6 +37,8 @@ LABELS = {"start": "(a) general text only", "in-domain": "(b) + in-domain (IMDB)
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--work", type=Path, default=Path("runs/domain_adaptation"))
+    p.add_argument("--start-model", type=Path, help="use this finished run (its OUT or "
+                   "OUT/final) as (a) instead of training one, e.g. the CPU recipe's")
     p.add_argument("--start-steps", type=int, default=3000,
                    help="pre-training steps of the general-text model (a) (default 3000)")
     p.add_argument("--continue-steps", type=int, default=1500,
@@ -62,7 +64,14 @@ def _run(argv: list[str]) -> None:
 
 
 def start_model(args: argparse.Namespace) -> Path:
-    """(a): the demo's pipeline (vocabulary, data, tiny-local) on general text."""
+    """(a): `--start-model`, or the demo's pipeline (vocabulary, data, tiny-local) on general
+    text."""
+    if args.start_model is not None:
+        final = args.start_model / "final" if (args.start_model / "final").is_dir() \
+            else args.start_model
+        if not (final / "discriminator" / "model.safetensors").is_file():
+            raise ElectraError(f"--start-model {args.start_model}: no final/discriminator")
+        return final
     out = args.work / "start"
     final = out / "pretrain" / "final"
     if not (final / "discriminator" / "model.safetensors").is_file():
@@ -81,7 +90,7 @@ def continued(args: argparse.Namespace, name: str, corpus: Path, start: Path) ->
     if not (run / "final" / "discriminator" / "model.safetensors").is_file():
         resume = ["--resume"] if (run / "config.json").is_file() else []
         _run(["pretrain", "--init-from", start, "--data", data, "--out", run,
-              "--preset", "tiny-local", "--steps", args.continue_steps, "--quiet", *resume])
+              "--steps", args.continue_steps, "--quiet", *resume])
     return run / "final"
 
 

@@ -34,3 +34,11 @@ def test_study_runs_caches_and_tabulates(tmp_path, corpus_file, make_corpus):
     assert again["models"] == result["models"]
     assert (tmp_path / "w" / "in-domain" / "final" / "discriminator" / "model.safetensors"
             ).stat().st_mtime_ns == stamp
+    # a finished run as (a): nothing is pre-trained from scratch
+    start = tmp_path / "w" / "start" / "pretrain"
+    other = domain_adaptation.main(["--work", str(tmp_path / "w2"), *argv[2:],
+                                    "--start-model", str(start)])
+    assert not (tmp_path / "w2" / "start").exists()
+    assert other["models"]["start"] == result["models"]["start"]
+    run = json.loads((tmp_path / "w2" / "in-domain" / "config.json").read_text())
+    assert run["init"]["from"] == str(start / "final" / "discriminator")
