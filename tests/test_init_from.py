@@ -170,7 +170,7 @@ def test_a_finished_run_continues_and_keeps_its_flops(data_dir, tmp_path):
     (("--preset", "tiny"), "model.embedding_size: --preset tiny asks for 128, but the checkpoint"),
     (("--set", "model.num_hidden_layers=4"), "model.num_hidden_layers: --set"),
     (("--set", "objective.generator_multiplier=0.25"), "objective.generator_multiplier"),
-    (("--objective", "teams"), "cannot start from a checkpoint yet"),
+    (("--objective", "teams"), "--init-generator: objective 'teams' starts its generator fresh"),
 ])
 def test_contradictions_are_one_error_and_nothing_written(released, data_dir, tmp_path, capsys,
                                                           extra, message):
@@ -242,3 +242,18 @@ def test_interrupted_continued_run_resumes_exactly(released, data_dir, tmp_path,
         a = load_file(str(straight / name / "model.safetensors"))
         b = load_file(str(resumed / name / "model.safetensors"))
         assert all(torch.equal(a[k], b[k]) for k in a), name
+
+
+@pytest.mark.parametrize("objective", ["teams", "electric"])
+def test_objectives_with_their_own_generator_start_from_the_discriminator(
+        objective, released, data_dir, tmp_path, capsys):
+    out = tmp_path / objective
+    assert _pretrain("--init-from", released["disc"], "--objective", objective, "--data",
+                     data_dir, "--out", out) == 0
+    assert f"objective '{objective}' starts from the discriminator" in capsys.readouterr().err
+    started = load_pretrained(released["disc"]).state_dict()
+    continued = load_pretrained(out / "final" / "discriminator").state_dict()
+    assert started.keys() == continued.keys()
+    # two warm-up steps moved every weight a little from where the checkpoint had it
+    assert all((started[k] - continued[k]).abs().max() < 1e-3 for k in started)
+    assert any(not torch.equal(started[k], continued[k]) for k in started)

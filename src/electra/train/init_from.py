@@ -28,6 +28,10 @@ from electra.model_config import ModelConfig
 # What the objectives can start from: the network each one trains and exports.
 DISCRIMINATOR_OBJECTIVES = ("electra", "electra-15")
 MLM_OBJECTIVES = ("mlm", "replace-mlm", "all-tokens-mlm")
+# Objectives whose discriminator starts from the checkpoint while their generator (Electric's
+# two towers, TEAMS' upper layers and heads) starts fresh.
+FRESH_GENERATOR_OBJECTIVES = ("electric", "electra-tt", "teams")
+SUPPORTED = DISCRIMINATOR_OBJECTIVES + MLM_OBJECTIVES + FRESH_GENERATOR_OBJECTIVES
 # Model fields a checkpoint fixes (the others, dropout and the initialiser's range for fresh
 # heads, are training settings a run may change).
 ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
@@ -62,10 +66,9 @@ class InitSource:
 def find_source(init_dir: str | Path, generator_dir: str | Path | None,
                 objective: str) -> InitSource:
     """Resolve `--init-from` (and `--init-generator`) for `objective`."""
-    if objective not in (*DISCRIMINATOR_OBJECTIVES, *MLM_OBJECTIVES):
+    if objective not in SUPPORTED:
         raise ElectraError(f"--init-from: objective {objective!r} cannot start from a "
-                           f"checkpoint yet (supported: "
-                           f"{', '.join(DISCRIMINATOR_OBJECTIVES + MLM_OBJECTIVES)})")
+                           f"checkpoint (supported: {', '.join(SUPPORTED)})")
     root = Path(init_dir)
     if not root.is_dir():
         raise ElectraError(f"--init-from {root}: no such directory")
@@ -81,15 +84,17 @@ def find_source(init_dir: str | Path, generator_dir: str | Path | None,
     else:
         raise ElectraError(f"--init-from {root}: not a model directory (no config.json, and no "
                            "discriminator/ or model/ inside)")
-    if objective in MLM_OBJECTIVES:
-        generator = None  # the MLM objectives train one network
+    if objective not in DISCRIMINATOR_OBJECTIVES:
+        generator = None  # one network (MLM), or a generator that starts fresh
     if generator_dir is not None:
-        if objective in MLM_OBJECTIVES:
-            raise ElectraError(f"--init-generator: objective {objective!r} trains no generator")
+        if objective not in DISCRIMINATOR_OBJECTIVES:
+            raise ElectraError(f"--init-generator: objective {objective!r} "
+                               + ("trains no generator" if objective in MLM_OBJECTIVES
+                                  else "starts its generator fresh"))
         generator = Path(generator_dir)
     main_cfg, head, flops = _read(main, "--init-from")
     source = InitSource(main, main_cfg, head, train_flops=flops)
-    if source.main_head == "generator" and objective in DISCRIMINATOR_OBJECTIVES:
+    if source.main_head == "generator" and objective not in MLM_OBJECTIVES:
         source.main_head = None  # an MLM's encoder becomes the discriminator's; fresh head
         source.notes.append(f"{main} is a masked language model: its encoder starts the "
                             "discriminator, whose head is new")
@@ -122,7 +127,11 @@ def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
         if f"model.{name}" not in explicit:
             setattr(cfg.model, name, getattr(ckpt, name))
     if source.generator_config is None:
-        if cfg.objective.name in DISCRIMINATOR_OBJECTIVES and cfg.objective.generator == "mlm":
+        if cfg.objective.name in FRESH_GENERATOR_OBJECTIVES:
+            source.notes.append(f"--init-from {source.main}: objective {cfg.objective.name!r} "
+                                "starts from the discriminator; its generator (and any head "
+                                "of its own) is new")
+        elif cfg.objective.name in DISCRIMINATOR_OBJECTIVES and cfg.objective.generator == "mlm":
             source.notes.append(
                 f"--init-from {source.main}: no generator given; a new one is trained at "
                 f"{cfg.objective.generator_multiplier:g} of the discriminator's width "
