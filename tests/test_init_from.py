@@ -211,9 +211,10 @@ def test_other_vocabulary_not_a_model_and_unshareable_generator(released, data_d
 def test_interrupted_continued_run_resumes_exactly(released, data_dir, tmp_path, monkeypatch):
     """Resume restores the checkpoint, not the starting weights: bit-identical to a straight
     run (the starting point is loaded only before the first step)."""
+    from resume_helpers import interrupted_and_resumed
     from safetensors.torch import load_file
 
-    from electra.train import loop as loop_mod
+    from electra.train.loop import pretrain
 
     def run(out: Path, resume: bool = False) -> Path:
         source = find_source(released["disc"], released["gen"], "electra")
@@ -221,23 +222,12 @@ def test_interrupted_continued_run_resumes_exactly(released, data_dir, tmp_path,
         adopt_checkpoint(cfg, source, {})
         cfg.train.steps, cfg.train.batch_size, cfg.train.save_every = 4, 4, 2
         cfg.train.eval_every = 0
-        loop_mod.pretrain(cfg, data_dir, out, resume=resume, device="cpu", show_progress=False,
-                          init=source)
+        pretrain(cfg, data_dir, out, resume=resume, device="cpu", show_progress=False,
+                 init=source)
         return out / "final"
 
     straight = run(tmp_path / "a")
-    real_save = loop_mod._save_checkpoint
-
-    def save_then_stop(out, objective, optimizer, scheduler, step, *rest):
-        real_save(out, objective, optimizer, scheduler, step, *rest)
-        if step == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(loop_mod, "_save_checkpoint", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "b")
-    monkeypatch.setattr(loop_mod, "_save_checkpoint", real_save)
-    resumed = run(tmp_path / "b", resume=True)
+    resumed = interrupted_and_resumed(run, tmp_path / "b", monkeypatch)
     for name in ("discriminator", "generator"):
         a = load_file(str(straight / name / "model.safetensors"))
         b = load_file(str(resumed / name / "model.safetensors"))

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from objective_helpers import SPECIAL, VOCAB  # noqa: E402
 from objective_helpers import make_batch as _make_batch  # noqa: E402
+from resume_helpers import interrupted_and_resumed
 from safetensors.torch import load_file
 from test_train import read_metrics  # noqa: E402
 
@@ -230,8 +231,6 @@ def test_resume_restores_shared_layers_exactly(data_dir: Path, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch):
     """Checkpoints hold the shared layers once; interrupted after step 2 and resumed, a
     3-step run ends bit-identical to an uninterrupted one."""
-    from electra.train import loop as loop_mod
-
     def run(out: Path, resume: bool = False) -> Path:
         cfg = PretrainConfig.from_preset("tiny")
         merge(cfg, TINY_RUN)
@@ -240,18 +239,7 @@ def test_resume_restores_shared_layers_exactly(data_dir: Path, tmp_path: Path,
         return out / "final"
 
     straight = run(tmp_path / "a")
-    real_save = loop_mod._save_checkpoint
-
-    def save_then_stop(out, objective, optimizer, scheduler, step, *rest):
-        real_save(out, objective, optimizer, scheduler, step, *rest)
-        if step == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(loop_mod, "_save_checkpoint", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "b")
-    monkeypatch.setattr(loop_mod, "_save_checkpoint", real_save)
-    resumed = run(tmp_path / "b", resume=True)
+    resumed = interrupted_and_resumed(run, tmp_path / "b", monkeypatch)
     for name in ("discriminator", "generator"):
         a = load_file(str(straight / name / "model.safetensors"))
         b = load_file(str(resumed / name / "model.safetensors"))
