@@ -44,14 +44,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--continue-steps", type=int, default=1500,
                    help="continued pre-training steps of (b) and (c) (default 1500)")
     p.add_argument("--reviews", type=int, default=25000, help="IMDB reviews for (b)")
+    p.add_argument("--reviews-skip", type=int, default=0, help="skip the first N reviews of "
+                   "aclImdb/unsup (25000 when (a) is the CPU recipe's model, which read them)")
     p.add_argument("--tasks", default="SST-2,CoLA")
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds (default 3)")
     p.add_argument("--max-train-examples", type=int, help="cap every task's training set "
                    "(default: all, SST-2 capped at 10,000 as in the CPU recipe)")
     p.add_argument("--corpus", nargs="+", help="general text for (a) (default: the demo's "
                    "Wikipedia corpus)")
-    p.add_argument("--general", type=Path, help="general text for (c) (default: "
-                   "CORPUS_DIR/nltk)")
+    p.add_argument("--general", type=Path, nargs="+", help="general text for (c) (default: "
+                   "CORPUS_DIR/nltk); (a)'s own text makes (c) 'more of the same'")
     p.add_argument("--corpus-dir", type=Path, default=SHARED / "corpus")
     p.add_argument("--glue", type=Path, default=SHARED / "glue")
     p.add_argument("--table", action="store_true", help="train nothing: tabulate what finished")
@@ -81,11 +83,11 @@ def start_model(args: argparse.Namespace) -> Path:
     return final
 
 
-def continued(args: argparse.Namespace, name: str, corpus: Path, start: Path) -> Path:
+def continued(args: argparse.Namespace, name: str, corpus: list[Path], start: Path) -> Path:
     """(b) or (c): `start` continued on `corpus`, prepared with its own tokenizer."""
     data, run = args.work / f"data-{name}", args.work / name
     if not (data / "manifest.json").is_file():
-        _run(["prepare", "--corpus", corpus, "--tokenizer", start / "discriminator",
+        _run(["prepare", "--corpus", *corpus, "--tokenizer", start / "discriminator",
               "--out", data, "--heldout-fraction", "0.01", "--overwrite"])
     if not (run / "final" / "discriminator" / "model.safetensors").is_file():
         resume = ["--resume"] if (run / "config.json").is_file() else []
@@ -137,11 +139,12 @@ def main(argv: list[str] | None = None) -> dict:
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.table:
         start = start_model(args)
-        reviews = imdb_reviews(args.corpus_dir, args.work / "imdb_unsup.jsonl", args.reviews)
+        reviews = imdb_reviews(args.corpus_dir, args.work / "imdb_unsup.jsonl", args.reviews,
+                               skip=args.reviews_skip)
         models = {"start": start,
-                  "in-domain": continued(args, "in-domain", reviews, start),
-                  "general": continued(args, "general", args.general or args.corpus_dir / "nltk",
-                                       start)}
+                  "in-domain": continued(args, "in-domain", [reviews], start),
+                  "general": continued(args, "general",
+                                       args.general or [args.corpus_dir / "nltk"], start)}
         for name, model in models.items():
             transfer(args, name, model)
     result = tabulate(args.work)

@@ -74,9 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS) -> Path:
-    """The first `n` unlabeled IMDB reviews as JSON lines, `<br />` turned into line breaks
-    (what docs/experiments/cpu-recipe.md's `zcat | head | sed` writes, byte for byte)."""
+def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS, skip: int = 0) -> Path:
+    """`n` unlabeled IMDB reviews after the first `skip`, as JSON lines, `<br />` turned into
+    line breaks (with `skip=0`, what docs/experiments/cpu-recipe.md's `zcat | head | sed`
+    writes, byte for byte)."""
     if out.is_file():
         return out
     source = corpus_dir / "aclImdb" / "unsup.jsonl.gz"
@@ -84,9 +85,11 @@ def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS) -> Path:
         raise ElectraError(f"{source}: not found (the IMDB part of the recipe's text mix)")
     lines = []
     with gzip.open(source, "rt", encoding="utf-8") as f:
-        for line in f:
+        for i, line in enumerate(f):
             if len(lines) == n:
                 break
+            if i < skip:
+                continue
             lines.append(line.replace("<br />", "\\n").replace("<br/>", "\\n"))
     write_atomic(out, "".join(lines))
     return out

@@ -24,6 +24,9 @@ def test_imdb_part_is_what_readmes_shell_pipeline_writes(tmp_path):
     assert out.read_bytes() == shell
     lines = out.read_text(encoding="utf-8").rstrip("\n").split("\n")  # not str.splitlines: U+2028
     assert len(lines) == 300 and all("<br" not in json.loads(line)["text"] for line in lines)
+    unseen = ladder.imdb_reviews(ladder.SHARED / "corpus", tmp_path / "unseen.jsonl", n=100,
+                                 skip=250)
+    assert unseen.read_bytes().split(b"\n")[:50] == shell.split(b"\n")[250:300]
 
 
 def _fake_model(work: Path, variant: str, seed: int, deltas: dict, steps: int,
