@@ -194,7 +194,7 @@ def test_regression_target_and_loss_are_l2_on_the_normalised_scale(glue_like: Pa
 
 
 def test_sigmoid_regression_head_outputs_in_unit_interval() -> None:
-    from electra.finetune.heads import RegressionHead
+    from electra.model.task_heads import RegressionHead
 
     head = RegressionHead(8, 1, 0.0)
     out = head(torch.randn(5, 3, 8) * 100)

@@ -48,12 +48,15 @@ def test_alibi_changes_attention_and_keeps_padding_masked():
     assert torch.allclose(out_a[1, :7], out_b[1, :7], atol=1e-6)
 
 
-def test_alibi_export_round_trips_and_warns(tmp_path, capsys):
+def test_alibi_export_is_remote_code_and_round_trips(tmp_path):
     model = Discriminator(ModelConfig(**CFG, position_bias="alibi"))
     save_pretrained(model, tmp_path / "m")
-    assert "not part of Hugging Face's ELECTRA" in capsys.readouterr().err
     raw = json.loads((tmp_path / "m" / "config.json").read_text())
     assert raw["position_embedding_type"] == "alibi" and "position_bias" not in raw
+    # transformers' own ELECTRA would ignore the bias: the directory names its own classes.
+    assert raw["model_type"] == "electra-toolkit"
+    assert raw["auto_map"]["AutoModelForPreTraining"].endswith("ElectraToolkitForPreTraining")
+    assert (tmp_path / "m" / "modeling_electra_toolkit.py").is_file()
     loaded = load_pretrained(tmp_path / "m")
     assert loaded.config.position_bias == "alibi"
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from electra.config import ModelConfig
 from electra.model.encoder import Encoder
+from electra.model.squad_head import SquadHead
 from electra.tasks.squad.data import (
     SquadAnswer,
     SquadExample,
@@ -24,7 +25,6 @@ from electra.tasks.squad.data import (
 )
 from electra.tasks.squad.head import (
     RawPrediction,
-    SquadHead,
     postprocess_predictions,
     split_outputs,
     write_na_probs,

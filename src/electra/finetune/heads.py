@@ -1,9 +1,5 @@
-"""Task heads and the encoder + head models.
-
-Table 5.2 / the official implementation: a linear layer on the final hidden state of [CLS]
-(no pooler) with dropout 0.1 for sentence tasks; the same per token for tagging; XLNet's SQuAD
-head for span extraction (ELECTRA paper section 3.1); for multi-task regression a size-1 layer
-with a sigmoid on labels normalised to [0, 1] (dissertation section 3.2.1).
+"""The head registry and the encoder + head models (the heads themselves are
+`electra.model.task_heads` and `electra.model.squad_head`, kept portable for export).
 
 Every head takes (hidden states, batch) and splits its batched output into per-feature rows
 (`rows`), so the loop never asks which kind of head it runs.
@@ -11,43 +7,14 @@ Every head takes (hidden states, batch) and splits its batched output into per-f
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from electra.errors import ElectraError
 from electra.model.encoder import Encoder, init_weights
-from electra.tasks.squad.head import SquadHead, SquadHeadOutput, split_outputs
-
-
-class SequenceHead(nn.Module):
-    def __init__(self, hidden: int, num_outputs: int, dropout: float):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden, num_outputs)
-
-    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
-        return self.out(self.dropout(hidden[:, 0]))
-
-    def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
-        values = output.float().cpu().numpy()
-        return list(values)
-
-
-class RegressionHead(SequenceHead):
-    """sigmoid(w^T c): a prediction in [0, 1], the normalised label scale (section 3.2.1)."""
-
-    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
-        return torch.sigmoid(super().forward(hidden, batch).float())
-
-
-class TokenHead(SequenceHead):
-    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
-        return self.out(self.dropout(hidden))
-
-    def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
-        values = output.float().cpu().numpy()
-        return [values[row, :n] for row, n in enumerate(lengths)]
+from electra.model.squad_head import SquadHead, SquadHeadOutput
+from electra.model.task_heads import RegressionHead, SequenceHead, TokenHead
+from electra.tasks.squad.head import split_outputs
 
 
 class SpanHead(SquadHead):

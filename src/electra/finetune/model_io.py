@@ -1,10 +1,15 @@
 """Loading pre-trained encoders for fine-tuning and saving/loading fine-tuned models.
 
-A fine-tuned model directory is a Hugging Face ELECTRA directory (config.json with
-architectures ["ElectraModel"], model.safetensors with the encoder under `electra.`, tokenizer
-files) plus the head under `task_head.` and finetune.json (task, labels, settings, scores), so
-`transformers.ElectraModel.from_pretrained` loads its encoder and `electra evaluate/predict`
-load all of it.
+A fine-tuned model directory is a Hugging Face directory with its labels in config.json
+(`id2label`), so the matching `AutoModelFor...` and `pipeline(...)` serve it, plus
+finetune.json (task, settings, scores) for `electra evaluate/predict`:
+- a tagger with a paper architecture is `transformers`' own `ElectraForTokenClassification`
+  (dropout + linear per token: our head exactly);
+- every other model (the GLUE head on [CLS] without a pooler, the sigmoid regression head,
+  XLNet's SQuAD head, anything with ALiBi) is remote code (`electra.model.hf`): the encoder
+  under `electra.`, the head under `task_head.` (a multi-task model's under
+  `task_heads.<task>.`, served as its encoder; `electra export --task` writes one task's
+  directory).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
@@ -25,8 +29,10 @@ from electra.model.hf import (
     encoder_to_hf,
     hf_config,
     read_model_dir,
+    remote_code_config,
+    write_model_files,
 )
-from electra.tokenizer import copy_tokenizer_files, load_tokenizer
+from electra.tokenizer import load_tokenizer
 
 FINETUNE_FILE = "finetune.json"
 
@@ -79,24 +85,66 @@ def load_finetuned(model_dir: str | Path
     else:
         model = FinetuneModel(encoder, info["head_kind"], info["num_outputs"])
     _load_strict(model.encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
-    prefix = "task_heads." if "tasks" in info else "task_head."
-    _load_strict(getattr(model, prefix[:-1]), {k[len(prefix):]: v for k, v in state.items()
-                                               if k.startswith(prefix)}, model_dir)
+    if "tasks" in info:
+        head, prefix = model.task_heads, "task_heads."
+    elif "classifier.weight" in state:  # transformers' ElectraForTokenClassification
+        head, prefix = model.task_head.out, "classifier."
+    else:
+        head, prefix = model.task_head, "task_head."
+    _load_strict(head, {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)},
+                 model_dir)
     return model, load_tokenizer(model_dir), info
+
+
+def finetuned_files(model: FinetuneModel | MultitaskModel, info: dict
+                    ) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(config.json, state dict) of a fine-tuned model, in the layout the module docstring
+    describes."""
+    encoder = model.encoder
+    if isinstance(model, MultitaskModel):
+        return remote_code_config(encoder.config, "encoder"), {
+            **_prefixed("electra.", encoder.state_dict()),
+            **_prefixed("task_heads.", model.task_heads.state_dict())}
+    kind = info["head_kind"]
+    if kind == "token" and encoder.config.position_bias == "none":
+        config = hf_config(encoder.config, "ElectraForTokenClassification")
+        state = {**encoder_to_hf(encoder.state_dict()),
+                 **_prefixed("classifier.", model.task_head.out.state_dict())}
+    else:
+        config = remote_code_config(encoder.config, kind)
+        state = {**_prefixed("electra.", encoder.state_dict()),
+                 **_prefixed("task_head.", model.task_head.state_dict())}
+    return {**config, **label_fields(info)}, state
+
+
+def label_fields(info: dict) -> dict:
+    """config.json's id2label / label2id (what pipelines print) and, for a regression task,
+    problem_type "regression" and the label range the head's [0, 1] output maps back to."""
+    task, n = info["task"], info["num_outputs"]
+    if info["head_kind"] == "span":
+        names = ["start", "end", "unanswerable"][:n]
+    elif len(task.get("labels") or []) == n:
+        names = [str(label) for label in task["labels"]]
+    else:  # regression: one output, the score
+        names = [task["name"]] if n == 1 else [f"LABEL_{i}" for i in range(n)]
+    fields = {"id2label": dict(enumerate(names)),
+              "label2id": {name: i for i, name in enumerate(names)}}
+    if n == 1 and info["head_kind"] in ("sequence", "regression") and not task.get("labels"):
+        fields["problem_type"] = "regression"
+        if task.get("label_range"):
+            fields["label_range"] = list(task["label_range"])
+    return fields
+
+
+def _prefixed(prefix: str, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {prefix + k: v for k, v in state.items()}
 
 
 def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
                    tokenizer_dir: str | Path, info: dict) -> Path:
     out = Path(out_dir)
+    config, state = finetuned_files(model, info)
     with staged_dir(out) as tmp:
-        cfg = hf_config(model.encoder.config, "ElectraModel")
-        (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        state = encoder_to_hf(model.encoder.state_dict())
-        state.update({k: v for k, v in model.state_dict().items()
-                      if not k.startswith("encoder.")})  # task_head.* or task_heads.<task>.*
-        state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
-                 for k, v in state.items()}
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        copy_tokenizer_files(tokenizer_dir, tmp)
+        write_model_files(tmp, config, state, tokenizer_dir)
         (tmp / FINETUNE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return out

@@ -4,6 +4,11 @@ Post-LayerNorm Transformer, GELU, learned positions, token types, and factorised
 (embedding size E projected to hidden size H when they differ). Module names follow Hugging
 Face's ELECTRA where that costs nothing (embeddings, embeddings_project, the heads), so export
 is a rename of the attention/FFN weights only (see `electra.model.hf`).
+
+Portable: this file imports only torch and the standard library, because it is copied verbatim
+beside the weights of models that `transformers`' own classes cannot express (ALiBi, our task
+heads) and loaded there as remote code (`electra.model.remote_code`). Never import `electra`
+here.
 """
 
 from __future__ import annotations
@@ -11,12 +16,32 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config import ModelConfig
+
+class EncoderConfig(Protocol):
+    """What the modules here read of a config: `electra.model_config.ModelConfig` in the
+    package, the remote-code config class beside exported weights."""
+
+    vocab_size: int
+    embedding_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    hidden_dropout_prob: float
+    attention_probs_dropout_prob: float
+    layer_norm_eps: float
+    initializer_range: float
+    position_bias: str
+    alibi_max_slope: float | None
+
 
 # Attention kernels: "sdpa" is torch's fused scaled_dot_product_attention; "eager" is the plain
 # matmul-softmax-matmul. "auto" picks per call what measured faster (see
@@ -73,7 +98,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 class Embeddings(nn.Module):
     """Token + position + token-type embeddings, LayerNorm, dropout (size E)."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.embedding_size)
         self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.embedding_size)
@@ -90,7 +115,7 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.num_heads = cfg.num_attention_heads
         self.head_dim = cfg.hidden_size // cfg.num_attention_heads
@@ -121,7 +146,7 @@ class SelfAttention(nn.Module):
 class TransformerLayer(nn.Module):
     """Post-LN block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.attention = SelfAttention(cfg)
         self.attention_out = nn.Linear(cfg.hidden_size, cfg.hidden_size)
@@ -140,7 +165,7 @@ class TransformerLayer(nn.Module):
 class Encoder(nn.Module):
     """Embeddings (optionally shared with another encoder) -> projection -> N layers."""
 
-    def __init__(self, cfg: ModelConfig, embeddings: Embeddings | None = None):
+    def __init__(self, cfg: EncoderConfig, embeddings: Embeddings | None = None):
         super().__init__()
         self.config = cfg
         self.embeddings = embeddings if embeddings is not None else Embeddings(cfg)
@@ -276,7 +301,7 @@ def alibi_bias(num_heads: int, seq_len: int, dtype: torch.dtype, device: torch.d
 class DiscriminatorHead(nn.Module):
     """dense H->H, GELU, dense H->1: one logit per token (replaced or original)."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
@@ -288,7 +313,7 @@ class DiscriminatorHead(nn.Module):
 class GeneratorHead(nn.Module):
     """dense H->E, GELU, LayerNorm, then the (tied) input embedding matrix plus a bias."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size)
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
@@ -300,7 +325,7 @@ class GeneratorHead(nn.Module):
 
 
 class Discriminator(nn.Module):
-    def __init__(self, cfg: ModelConfig, embeddings: Embeddings | None = None):
+    def __init__(self, cfg: EncoderConfig, embeddings: Embeddings | None = None):
         super().__init__()
         self.config = cfg
         self.electra = Encoder(cfg, embeddings)
@@ -314,7 +339,7 @@ class Discriminator(nn.Module):
 class Generator(nn.Module):
     """A masked language model whose output matrix is its input word embeddings."""
 
-    def __init__(self, cfg: ModelConfig, embeddings: Embeddings | None = None):
+    def __init__(self, cfg: EncoderConfig, embeddings: Embeddings | None = None):
         super().__init__()
         self.config = cfg
         self.electra = Encoder(cfg, embeddings)

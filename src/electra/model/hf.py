@@ -1,14 +1,20 @@
 """Hugging Face compatible model directories: config.json + model.safetensors + tokenizer.
 
-Export writes what `transformers.ElectraForPreTraining` / `ElectraForMaskedLM` load without
-conversion; import reads local ELECTRA or BERT directories (no hub) into our encoder.
+Two layouts, decided per model (docs/interoperability.md):
+- native: what `transformers`' own classes (`ElectraForPreTraining`, `ElectraForMaskedLM`,
+  `ElectraForTokenClassification`) compute exactly; weights under their names, no extra code;
+- remote code: models they cannot express (an ALiBi bias, our GLUE/regression/SQuAD heads):
+  model_type "electra-toolkit", our own parameter names, the portable modules copied beside
+  the weights (`REMOTE_CODE_FILES`) and an `auto_map`, so `AutoModel*.from_pretrained(DIR,
+  trust_remote_code=True)` builds the exact model without electra installed.
+Import reads both, and local ELECTRA or BERT directories (no hub), into our encoder.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
+import shutil
 from pathlib import Path
 
 import torch
@@ -32,6 +38,49 @@ _LAYER_RENAMES = {
 _QKV = ("query", "key", "value")
 ARCHITECTURES = {Discriminator: "ElectraForPreTraining", Generator: "ElectraForMaskedLM"}
 
+REMOTE_MODEL_TYPE = "electra-toolkit"
+# The portable modules (they import only torch, numpy and transformers), copied beside the
+# weights of a remote-code directory; the first holds the `transformers` classes.
+REMOTE_CODE_FILES = ("modeling_electra_toolkit.py", "encoder.py", "task_heads.py",
+                     "squad_head.py")
+# What a model is -> (its remote-code class, the Auto class that builds it, the native
+# architecture it stands for in electra's own readers).
+REMOTE_CLASSES = {
+    "encoder": ("ElectraToolkitModel", "AutoModel", "ElectraModel"),
+    "discriminator": ("ElectraToolkitForPreTraining", "AutoModelForPreTraining",
+                      "ElectraForPreTraining"),
+    "generator": ("ElectraToolkitForMaskedLM", "AutoModelForMaskedLM", "ElectraForMaskedLM"),
+    "sequence": ("ElectraToolkitForSequenceClassification",
+                 "AutoModelForSequenceClassification", "ElectraModel"),
+    "regression": ("ElectraToolkitForSequenceClassification",
+                   "AutoModelForSequenceClassification", "ElectraModel"),
+    "token": ("ElectraToolkitForTokenClassification", "AutoModelForTokenClassification",
+              "ElectraModel"),
+    "span": ("ElectraToolkitForQuestionAnswering", "AutoModelForQuestionAnswering",
+             "ElectraModel"),
+}
+_NATIVE_EQUIVALENT = {cls: native for cls, _, native in REMOTE_CLASSES.values()}
+
+
+def architecture_of(raw: dict) -> str:
+    """config.json's architecture, a remote-code class read as the `transformers` architecture
+    electra's readers know it by (its discriminator is an ElectraForPreTraining, ...)."""
+    arch = (raw.get("architectures") or [""])[0]
+    return _NATIVE_EQUIVALENT.get(arch, arch)
+
+
+def remote_code_config(cfg: ModelConfig, kind: str, extra: dict | None = None) -> dict:
+    """config.json of a remote-code directory for a model of `kind` (a `REMOTE_CLASSES` key)."""
+    cls, auto, _ = REMOTE_CLASSES[kind]
+    module = REMOTE_CODE_FILES[0].removesuffix(".py")
+    out = hf_config(cfg, cls, extra)
+    out["model_type"] = REMOTE_MODEL_TYPE
+    out["auto_map"] = {"AutoConfig": f"{module}.ElectraToolkitConfig",
+                       "AutoModel": f"{module}.ElectraToolkitModel", auto: f"{module}.{cls}"}
+    if kind in ("sequence", "regression", "token", "span"):
+        out["head_kind"] = kind
+    return out
+
 
 def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) -> dict:
     """An ElectraConfig dict (`transformers` reads it as it is)."""
@@ -54,8 +103,9 @@ def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) ->
 def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
     """Our ModelConfig from an ELECTRA or BERT config.json."""
     model_type = data.get("model_type")
-    if model_type not in ("electra", "bert"):
-        raise ElectraError(f"{where}: model_type {model_type!r} is not 'electra' or 'bert'")
+    if model_type not in ("electra", "bert", REMOTE_MODEL_TYPE):
+        raise ElectraError(f"{where}: model_type {model_type!r} is not 'electra', 'bert' or "
+                           f"{REMOTE_MODEL_TYPE!r}")
     if data.get("hidden_act", "gelu") != "gelu":
         raise ElectraError(f"{where}: hidden_act {data['hidden_act']!r} is not supported "
                            "(only exact gelu)")
@@ -91,8 +141,12 @@ def encoder_to_hf(state: dict[str, torch.Tensor], prefix: str = "electra.") -> d
 
 
 def encoder_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict:
-    """The inverse of `encoder_to_hf` for an ELECTRA or BERT checkpoint's state dict; heads,
-    pooler and unknown keys are ignored."""
+    """The inverse of `encoder_to_hf` for an ELECTRA or BERT checkpoint's state dict (or a
+    remote-code directory's, which keeps our names under `electra.`); heads, pooler and unknown
+    keys are ignored."""
+    if "electra.embeddings.word_embeddings.weight" in state and not any(
+            k.startswith("electra.encoder.") for k in state):
+        return {k[len("electra."):]: v for k, v in state.items() if k.startswith("electra.")}
     for prefix in ("electra.", "bert.", ""):
         if f"{prefix}embeddings.word_embeddings.weight" in state:
             break
@@ -131,22 +185,33 @@ def to_hf_state_dict(model: Discriminator | Generator) -> dict[str, torch.Tensor
         for k, v in model.generator_predictions.state_dict().items():
             state[f"generator_predictions.{k}"] = v
         # generator_lm_head.weight is the word embedding matrix (tie_word_embeddings).
-        state["generator_lm_head.bias"] = model.output_bias.detach()
-    return {k: v.detach().to("cpu", torch.float32).contiguous().clone() for k, v in state.items()}
+        state["generator_lm_head.bias"] = model.output_bias
+    return state
+
+
+def write_model_files(directory: Path, config: dict, state: dict[str, torch.Tensor],
+                      tokenizer_dir: str | Path | None = None) -> None:
+    """config.json + model.safetensors (+ tokenizer files, + the remote code when config.json
+    names it) into `directory`, a staged directory being written."""
+    from electra.tokenizer import copy_tokenizer_files
+
+    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
+             for k, v in state.items()}
+    save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    if tokenizer_dir is not None:
+        copy_tokenizer_files(tokenizer_dir, directory)
+    if config.get("model_type") == REMOTE_MODEL_TYPE:
+        for name in REMOTE_CODE_FILES:
+            shutil.copyfile(Path(__file__).with_name(name), directory / name)
 
 
 def write_model_dir(out_dir: str | Path, config: dict, state: dict[str, torch.Tensor],
                     tokenizer_dir: str | Path | None = None) -> Path:
-    """config.json + model.safetensors (+ tokenizer files), written atomically: a crash never
-    leaves a half-written model."""
-    from electra.tokenizer import copy_tokenizer_files
-
+    """`write_model_files`, atomically: a crash never leaves a half-written model."""
     out = Path(out_dir)
     with staged_dir(out) as tmp:
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        if tokenizer_dir is not None:
-            copy_tokenizer_files(tokenizer_dir, tmp)
+        write_model_files(tmp, config, state, tokenizer_dir)
     return out
 
 
@@ -169,16 +234,14 @@ def read_config_json(model_dir: str | Path) -> dict:
 
 def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
                     tokenizer_dir: str | Path | None = None, extra: dict | None = None) -> Path:
-    """Write a HF-loadable directory atomically. A model with an attention bias that
-    `transformers`' ELECTRA lacks (ALiBi) is written all the same, for electra to load, with a
-    warning: `transformers` would ignore the bias and compute something else."""
-    if model.config.position_bias != "none":
-        print(f"warning: {out_dir}: model.position_bias={model.config.position_bias!r} is not "
-              "part of Hugging Face's ELECTRA; transformers would load this model without it and "
-              "compute something else. electra's own commands load it correctly.",
-              file=sys.stderr)
-    cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
-    return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
+    """Write a HF-loadable directory atomically: `transformers`' ELECTRA classes' layout for a
+    paper architecture, remote code for one with an attention bias they lack (ALiBi)."""
+    if model.config.position_bias == "none":
+        cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
+        return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
+    kind = "discriminator" if isinstance(model, Discriminator) else "generator"
+    return write_model_dir(out_dir, remote_code_config(model.config, kind, extra),
+                           model.state_dict(), tokenizer_dir)
 
 
 def read_model_dir(model_dir: str | Path) -> tuple[ModelConfig, dict, dict[str, torch.Tensor]]:
@@ -211,7 +274,7 @@ def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
     """A Discriminator or Generator (with head) from a directory written by `save_pretrained`
     or by `transformers` (ElectraForPreTraining / ElectraForMaskedLM / BertForMaskedLM)."""
     cfg, raw, state = read_model_dir(model_dir)
-    arch = (raw.get("architectures") or [""])[0]
+    arch = architecture_of(raw)
     if arch == "ElectraForPreTraining":
         model: Discriminator | Generator = Discriminator(cfg)
         head = {k[len("discriminator_predictions."):]: v for k, v in state.items()
@@ -222,10 +285,11 @@ def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
         head = {k[len("generator_predictions."):]: v for k, v in state.items()
                 if k.startswith("generator_predictions.")}
         _load_strict(model.generator_predictions, head, model_dir)
-        if "generator_lm_head.bias" not in state:
+        bias = state.get("generator_lm_head.bias", state.get("output_bias"))
+        if bias is None:
             raise ElectraError(f"{model_dir}: checkpoint lacks generator_lm_head.bias")
         with torch.no_grad():
-            model.output_bias.copy_(state["generator_lm_head.bias"])
+            model.output_bias.copy_(bias)
     elif arch == "BertForMaskedLM":
         # BERT's MLM head is ELECTRA's generator head at embedding size = hidden size: dense,
         # GELU, LayerNorm, then the tied word embeddings plus a bias.

@@ -134,9 +134,8 @@ def save_two_tower(model: TwoTowerGenerator, out_dir: str | Path,
     """config.json + model.safetensors (+ tokenizer files), written atomically like
     `electra.model.hf.save_pretrained`. Not a `transformers` architecture: read it back with
     `load_two_tower`."""
-    state = {k: v.detach().to("cpu", torch.float32).contiguous().clone()
-             for k, v in model.state_dict().items()}
-    return write_model_dir(out_dir, two_tower_config(model, extra), state, tokenizer_dir)
+    return write_model_dir(out_dir, two_tower_config(model, extra), model.state_dict(),
+                           tokenizer_dir)
 
 
 def load_two_tower(model_dir: str | Path) -> TwoTowerGenerator:

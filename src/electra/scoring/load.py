@@ -16,7 +16,13 @@ import torch
 
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator
-from electra.model.hf import encoder_from_hf, load_pretrained, read_config_json, read_model_dir
+from electra.model.hf import (
+    architecture_of,
+    encoder_from_hf,
+    load_pretrained,
+    read_config_json,
+    read_model_dir,
+)
 from electra.objectives import REGISTRY, objective_class
 from electra.scoring.pll import (
     SCORER_NAMES,
@@ -48,7 +54,7 @@ def discriminator_scorer(objective: str | None) -> str | None:
 def detect_scorer(model_dir: str | Path) -> str:
     """The scorer a model directory calls for, from its config.json."""
     raw = read_config_json(model_dir)
-    arch = (raw.get("architectures") or [""])[0]
+    arch = architecture_of(raw)
     if arch in MLM_ARCHITECTURES:
         return "mlm"
     if raw.get("model_type") == TWO_TOWER_MODEL_TYPE:
@@ -84,7 +90,7 @@ def training_mask_prob(model_dir: str | Path) -> float | None:
 def load_mlm(model_dir: str | Path) -> Generator:
     """A masked LM from an ElectraForMaskedLM or BertForMaskedLM directory (local files)."""
     raw = read_config_json(model_dir)
-    arch = (raw.get("architectures") or [""])[0]
+    arch = architecture_of(raw)
     if arch == "ElectraForMaskedLM":
         model = load_pretrained(model_dir)
         assert isinstance(model, Generator)

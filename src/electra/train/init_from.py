@@ -22,7 +22,7 @@ import torch
 from electra.config import PretrainConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator
-from electra.model.hf import load_encoder, load_pretrained, read_config_json
+from electra.model.hf import architecture_of, load_encoder, load_pretrained, read_config_json
 from electra.model_config import ModelConfig
 
 # What the objectives can start from: the network each one trains and exports.
@@ -220,7 +220,7 @@ def _read(directory: Path, flag: str) -> tuple[ModelConfig, str | None, float | 
         cfg = model_config_from_hf(raw, str(directory / "config.json"))
     except ElectraError as e:
         raise ElectraError(f"{flag} {directory}: {e}") from None
-    arch = (raw.get("architectures") or [""])[0]
+    arch = architecture_of(raw)
     if arch and arch not in (*WITH_HEAD, "ElectraModel", "BertModel"):
         raise ElectraError(f"{flag} {directory}: architecture {arch!r} is not one pre-training "
                            "can continue (ElectraForPreTraining, ElectraForMaskedLM, "

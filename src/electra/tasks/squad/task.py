@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import torch
 
 from electra.errors import ElectraError
+from electra.model.squad_head import SquadHeadOutput
 from electra.tasks.base import Example, Task
 from electra.tasks.squad.data import (
     collate_features,
@@ -25,7 +26,6 @@ from electra.tasks.squad.data import (
     train_dev_split_by_article,
 )
 from electra.tasks.squad.head import (
-    SquadHeadOutput,
     postprocess_predictions,
     write_na_probs,
 )

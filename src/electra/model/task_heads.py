@@ -1,0 +1,67 @@
+"""The fine-tuning heads on an encoder's hidden states, and what a server reads from them.
+
+Table 5.2 / the official implementation: a linear layer on the final hidden state of [CLS]
+(no pooler) with dropout 0.1 for sentence tasks; the same per token for tagging; for
+multi-task regression a size-1 layer with a sigmoid on labels normalised to [0, 1]
+(dissertation section 3.2.1). The SQuAD head is `squad_head.SquadHead`.
+
+Every head splits its batched output into per-feature rows (`rows`), so the fine-tuning loop
+never asks which kind of head it runs.
+
+Portable: imports only torch, numpy and the standard library (copied beside exported weights
+as remote code; see `encoder`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class SequenceHead(nn.Module):
+    def __init__(self, hidden: int, num_outputs: int, dropout: float):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden, num_outputs)
+
+    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
+        return self.out(self.dropout(hidden[:, 0]))
+
+    def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
+        values = output.float().cpu().numpy()
+        return list(values)
+
+
+class RegressionHead(SequenceHead):
+    """sigmoid(w^T c): a prediction in [0, 1], the normalised label scale (section 3.2.1)."""
+
+    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
+        return torch.sigmoid(super().forward(hidden, batch).float())
+
+
+class TokenHead(SequenceHead):
+    def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
+        return self.out(self.dropout(hidden))
+
+    def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
+        values = output.float().cpu().numpy()
+        return [values[row, :n] for row, n in enumerate(lengths)]
+
+
+def serving_outputs(head_kind: str, head: nn.Module, hidden: torch.Tensor,
+                    attention_mask: torch.Tensor,
+                    label_range: tuple[float, float] | None = None) -> tuple[torch.Tensor, ...]:
+    """What a server gets from a head (the transformers classes and the ONNX graph both return
+    this): the classifier's logits [B, C] (a regression task's prediction [B, 1]; for the
+    sigmoid head on labels normalised from `label_range`, mapped back to that range); the
+    tagger's per-token logits [B, S, C]; the span head's start and end logits [B, S] (and the
+    unanswerable logit [B] for SQuAD 2.0), see `SquadHead.serving_logits`."""
+    if head_kind == "span":
+        outputs = head.serving_logits(hidden, attention_mask == 0)
+        return tuple(t for t in outputs if t is not None)
+    output = head(hidden)
+    if head_kind == "regression" and label_range is not None:
+        lo, hi = label_range
+        output = lo + (hi - lo) * output
+    return (output,)

@@ -1,0 +1,240 @@
+"""What electra writes loads and serves in `transformers`, on a machine without electra: every
+check that reads a directory runs in a subprocess that imports only torch and transformers
+(and fails if `electra` gets imported), against outputs computed here with electra's own
+loaders, on padded batches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra.config import ModelConfig
+from electra.finetune.heads import FinetuneModel
+from electra.finetune.loop import FinetuneSettings, predict_examples
+from electra.finetune.model_io import load_finetuned, save_finetuned
+from electra.model.encoder import Discriminator, Encoder, Generator, init_weights
+from electra.model.hf import load_pretrained, save_pretrained
+from electra.model.task_heads import serving_outputs
+from electra.tasks import Example, get_task
+from electra.tokenizer import load_tokenizer
+
+pytest.importorskip("transformers")
+
+SENTENCES = ["the film was a delight from start to finish", "dull", "a plot with no surprises",
+             "the actors seem to enjoy every scene of it"]
+
+
+def _config(vocab_dir: Path, alibi: bool) -> ModelConfig:
+    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
+    return ModelConfig(vocab_size=vocab_size, embedding_size=16, hidden_size=32,
+                       num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                       max_position_embeddings=64,
+                       **({"position_bias": "alibi", "alibi_max_slope": 1.0} if alibi else {}))
+
+
+def _task(name: str):
+    """A task by name; "regression" is STS-B with the multi-task sigmoid head (labels
+    normalised from [0, 5], dissertation section 3.2.1)."""
+    task = get_task("STS-B" if name == "regression" else name)
+    if name == "chunk":
+        task.labels = ["B-NP", "B-VP", "I-NP", "O"]
+    if name == "regression":
+        task.label_range = (0.0, 5.0)
+    return task
+
+
+def _finetuned(root: Path, vocab_dir: Path, task_name: str, alibi: bool) -> Path:
+    torch.manual_seed(1)
+    task = _task(task_name)
+    encoder = Encoder(_config(vocab_dir, alibi))
+    init_weights(encoder, 0.02)
+    model = FinetuneModel(encoder, task.head_kind, task.num_outputs)
+    info = {"task": task.state(), "head_kind": task.head_kind,
+            "num_outputs": task.num_outputs, "settings": {"max_seq_len": 64}}
+    return save_finetuned(model, root / f"{task_name}-{'alibi' if alibi else 'abs'}",
+                          vocab_dir, info)
+
+
+def _batch(vocab_dir: Path) -> dict[str, torch.Tensor]:
+    """A padded batch as transformers' tokenizer would give it (row 2 is a pair)."""
+    tok = load_tokenizer(vocab_dir)
+    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
+    encs = tok.encode_batch([SENTENCES[0], SENTENCES[1], (SENTENCES[2], SENTENCES[3])])
+    return {"input_ids": torch.tensor([e.ids for e in encs]),
+            "token_type_ids": torch.tensor([e.type_ids for e in encs]),
+            "attention_mask": torch.tensor([e.attention_mask for e in encs])}
+
+
+def _expected(directory: Path, batch: dict) -> list[torch.Tensor]:
+    """Our outputs for `batch`, through electra's own loaders."""
+    if (directory / "finetune.json").is_file():
+        model, _, info = load_finetuned(directory)
+        model.eval()
+        with torch.no_grad():
+            hidden = model.encoder(batch["input_ids"], batch["token_type_ids"],
+                                   batch["attention_mask"])
+            return list(serving_outputs(info["head_kind"], model.task_head, hidden,
+                                        batch["attention_mask"],
+                                        info["task"].get("label_range")))
+    model = load_pretrained(directory).eval()
+    with torch.no_grad():
+        return [model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])]
+
+
+# Runs in a fresh interpreter: torch and transformers only.
+LOADER = textwrap.dedent("""
+    import json, sys
+    import torch
+    import transformers
+    cases = json.load(open(sys.argv[1]))
+    report = {}
+    for case in cases:
+        auto = getattr(transformers, case["auto"])
+        kwargs = {"trust_remote_code": True} if case["remote"] else {}
+        model = auto.from_pretrained(case["dir"], **kwargs).eval()
+        batch = torch.load(case["batch"])
+        expected = torch.load(case["expected"])
+        with torch.no_grad():
+            out = model(**batch)
+        names = case["outputs"]
+        diffs = [float((out[n] - e).abs().max()) for n, e in zip(names, expected, strict=True)]
+        report[case["dir"]] = {"class": type(model).__name__, "max_abs_diff": max(diffs)}
+    report["electra imported"] = any(m == "electra" or m.startswith("electra.")
+                                     for m in sys.modules)
+    print(json.dumps(report))
+""")
+
+
+def _run_isolated(script: str, args: list[str], tmp_path: Path) -> dict:
+    """Run `script` in a fresh interpreter (`-I`: no PYTHONPATH, no working-directory imports).
+    electra stays installed in this environment, so the scripts report whether anything
+    imported it."""
+    path = tmp_path / "isolated.py"
+    path.write_text(script)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": "",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    done = subprocess.run([sys.executable, "-I", str(path), *args], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, vocab_dir) -> tuple[Path, list[dict]]:
+    root = tmp_path_factory.mktemp("exported")
+    batch = _batch(vocab_dir)
+    torch.save(batch, root / "batch.pt")
+    torch.manual_seed(0)
+    cases = []
+
+    def add(directory: Path, auto: str, remote: bool, outputs: list[str]) -> None:
+        expected = root / f"{directory.name}-expected.pt"
+        torch.save(_expected(directory, batch), expected)
+        cases.append({"dir": str(directory), "auto": auto, "remote": remote,
+                      "outputs": outputs, "batch": str(root / "batch.pt"),
+                      "expected": str(expected)})
+
+    for alibi in (True, False):
+        disc = Discriminator(_config(vocab_dir, alibi))
+        gen = Generator(_config(vocab_dir, alibi))
+        init_weights(disc, 0.02)
+        init_weights(gen, 0.02)
+        tag = "alibi" if alibi else "abs"
+        add(save_pretrained(disc, root / f"disc-{tag}", vocab_dir), "AutoModelForPreTraining",
+            alibi, ["logits"])
+        add(save_pretrained(gen, root / f"gen-{tag}", vocab_dir), "AutoModelForMaskedLM",
+            alibi, ["logits"])
+    for alibi in (True, False):
+        for name, auto in (("SST-2", "AutoModelForSequenceClassification"),
+                           ("STS-B", "AutoModelForSequenceClassification"),
+                           ("regression", "AutoModelForSequenceClassification"),
+                           ("chunk", "AutoModelForTokenClassification")):
+            native = name == "chunk" and not alibi
+            add(_finetuned(root, vocab_dir, name, alibi), auto, not native, ["logits"])
+        add(_finetuned(root, vocab_dir, "squad", alibi), "AutoModelForQuestionAnswering", True,
+            ["start_logits", "end_logits"])
+    return root, cases
+
+
+def test_every_export_loads_in_transformers_alone_with_our_outputs(exported, tmp_path):
+    """Issue acceptance: tiny-local discriminator and generator, fine-tuned classification,
+    regression (linear and sigmoid heads), tagging and SQuAD models, padded batch, 1e-5."""
+    root, cases = exported
+    (root / "cases.json").write_text(json.dumps(cases))
+    report = _run_isolated(LOADER, [str(root / "cases.json")], tmp_path)
+    assert report.pop("electra imported") is False
+    classes = {Path(d).name: r["class"] for d, r in report.items()}
+    assert classes["disc-alibi"] == "ElectraToolkitForPreTraining"
+    assert classes["disc-abs"] == "ElectraForPreTraining"  # transformers' own class
+    assert classes["chunk-abs"] == "ElectraForTokenClassification"
+    assert classes["chunk-alibi"] == "ElectraToolkitForTokenClassification"
+    assert classes["SST-2-abs"] == "ElectraToolkitForSequenceClassification"
+    assert classes["squad-alibi"] == "ElectraToolkitForQuestionAnswering"
+    worst = {d: r["max_abs_diff"] for d, r in report.items()}
+    assert max(worst.values()) <= 1e-5, worst
+
+
+def test_export_directories_round_trip_through_electra(exported):
+    """The remote-code layout (our names) reads back into electra bit for bit."""
+    root, cases = exported
+    for case in cases:
+        directory = Path(case["dir"])
+        assert torch.equal(_expected(directory, torch.load(case["batch"]))[0],
+                           torch.load(case["expected"])[0])
+
+
+PIPELINES = textwrap.dedent("""
+    import json, sys
+    from transformers import pipeline
+    args = json.load(open(sys.argv[1]))
+    out = {}
+    clf = pipeline("text-classification", model=args["sst2"], trust_remote_code=True)
+    out["sst2"] = [r["label"] for r in clf(args["sentences"])]
+    reg = pipeline("text-classification", model=args["regression"], trust_remote_code=True)
+    out["regression"] = [r["score"] for r in reg(args["sentences"])]
+    tagger = pipeline("token-classification", model=args["chunk"], trust_remote_code=True,
+                      ignore_labels=[])
+    out["chunk"] = [{t["start"]: t["entity"] for t in r} for r in tagger(args["sentences"])]
+    out["electra imported"] = any(m == "electra" or m.startswith("electra.")
+                                  for m in sys.modules)
+    print(json.dumps(out))
+""")
+
+
+def test_pipelines_give_electra_predicts_labels(exported, tmp_path):
+    """text-classification (labels; regression scores on the label scale) and
+    token-classification. transformers 5 has no question-answering pipeline; the SQuAD model's
+    start/end logits are checked above."""
+    root, _ = exported
+    dirs = {"sst2": root / "SST-2-alibi", "regression": root / "regression-alibi",
+            "chunk": root / "chunk-alibi"}
+    (tmp_path / "args.json").write_text(json.dumps(
+        {**{k: str(v) for k, v in dirs.items()}, "sentences": SENTENCES}))
+    got = _run_isolated(PIPELINES, [str(tmp_path / "args.json")], tmp_path)
+    assert got.pop("electra imported") is False
+
+    settings = FinetuneSettings(max_seq_len=64)
+
+    def ours(directory: Path, task_name: str, examples: list[Example]) -> list:
+        model, tokenizer, _ = load_finetuned(directory)
+        return predict_examples(model, _task(task_name), examples, tokenizer, settings,
+                                torch.device("cpu"))
+
+    sentences = [Example(i, texts=(s,)) for i, s in enumerate(SENTENCES)]
+    assert got["sst2"] == ours(dirs["sst2"], "SST-2", sentences)
+    assert got["regression"] == pytest.approx(ours(dirs["regression"], "regression", sentences),
+                                              abs=1e-5)
+    words = [Example(i, words=s.split()) for i, s in enumerate(SENTENCES)]
+    # Each word's tag is its first sub-token's label, as electra's tagger decides it.
+    for by_start, sentence, tags in zip(got["chunk"], SENTENCES, ours(dirs["chunk"], "chunk",
+                                                                       words), strict=True):
+        starts = [i for i, c in enumerate(sentence) if c != " " and (i == 0 or
+                                                                     sentence[i - 1] == " ")]
+        assert [by_start[str(start)] for start in starts] == tags
