@@ -14,52 +14,20 @@ from pathlib import Path
 
 import pytest
 import torch
+from export_helpers import finetuned_dir, small_config, task_named
 
-from electra.config import ModelConfig
-from electra.finetune.heads import FinetuneModel
 from electra.finetune.loop import FinetuneSettings, predict_examples
-from electra.finetune.model_io import load_finetuned, save_finetuned
-from electra.model.encoder import Discriminator, Encoder, Generator, init_weights
+from electra.finetune.model_io import load_finetuned
+from electra.model.encoder import Discriminator, Generator, init_weights
 from electra.model.hf import load_pretrained, save_pretrained
 from electra.model.task_heads import serving_outputs
-from electra.tasks import Example, get_task
+from electra.tasks import Example
 from electra.tokenizer import load_tokenizer
 
 pytest.importorskip("transformers")
 
 SENTENCES = ["the film was a delight from start to finish", "dull", "a plot with no surprises",
              "the actors seem to enjoy every scene of it"]
-
-
-def _config(vocab_dir: Path, alibi: bool) -> ModelConfig:
-    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
-    return ModelConfig(vocab_size=vocab_size, embedding_size=16, hidden_size=32,
-                       num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                       max_position_embeddings=64,
-                       **({"position_bias": "alibi", "alibi_max_slope": 1.0} if alibi else {}))
-
-
-def _task(name: str):
-    """A task by name; "regression" is STS-B with the multi-task sigmoid head (labels
-    normalised from [0, 5], dissertation section 3.2.1)."""
-    task = get_task("STS-B" if name == "regression" else name)
-    if name == "chunk":
-        task.labels = ["B-NP", "B-VP", "I-NP", "O"]
-    if name == "regression":
-        task.label_range = (0.0, 5.0)
-    return task
-
-
-def _finetuned(root: Path, vocab_dir: Path, task_name: str, alibi: bool) -> Path:
-    torch.manual_seed(1)
-    task = _task(task_name)
-    encoder = Encoder(_config(vocab_dir, alibi))
-    init_weights(encoder, 0.02)
-    model = FinetuneModel(encoder, task.head_kind, task.num_outputs)
-    info = {"task": task.state(), "head_kind": task.head_kind,
-            "num_outputs": task.num_outputs, "settings": {"max_seq_len": 64}}
-    return save_finetuned(model, root / f"{task_name}-{'alibi' if alibi else 'abs'}",
-                          vocab_dir, info)
 
 
 def _batch(vocab_dir: Path) -> dict[str, torch.Tensor]:
@@ -142,8 +110,8 @@ def exported(tmp_path_factory, vocab_dir) -> tuple[Path, list[dict]]:
                       "expected": str(expected)})
 
     for alibi in (True, False):
-        disc = Discriminator(_config(vocab_dir, alibi))
-        gen = Generator(_config(vocab_dir, alibi))
+        disc = Discriminator(small_config(vocab_dir, alibi))
+        gen = Generator(small_config(vocab_dir, alibi))
         init_weights(disc, 0.02)
         init_weights(gen, 0.02)
         tag = "alibi" if alibi else "abs"
@@ -157,8 +125,8 @@ def exported(tmp_path_factory, vocab_dir) -> tuple[Path, list[dict]]:
                            ("regression", "AutoModelForSequenceClassification"),
                            ("chunk", "AutoModelForTokenClassification")):
             native = name == "chunk" and not alibi
-            add(_finetuned(root, vocab_dir, name, alibi), auto, not native, ["logits"])
-        add(_finetuned(root, vocab_dir, "squad", alibi), "AutoModelForQuestionAnswering", True,
+            add(finetuned_dir(root, vocab_dir, name, alibi), auto, not native, ["logits"])
+        add(finetuned_dir(root, vocab_dir, "squad", alibi), "AutoModelForQuestionAnswering", True,
             ["start_logits", "end_logits"])
     return root, cases
 
@@ -224,7 +192,7 @@ def test_pipelines_give_electra_predicts_labels(exported, tmp_path):
 
     def ours(directory: Path, task_name: str, examples: list[Example]) -> list:
         model, tokenizer, _ = load_finetuned(directory)
-        return predict_examples(model, _task(task_name), examples, tokenizer, settings,
+        return predict_examples(model, task_named(task_name), examples, tokenizer, settings,
                                 torch.device("cpu"))
 
     sentences = [Example(i, texts=(s,)) for i, s in enumerate(SENTENCES)]

@@ -20,6 +20,7 @@ COMMAND_GROUPS = (
     "electra.multitask.commands",  # multitask (BAM)
     "electra.cvt.cli",  # cvt, cvt-evaluate, cvt-predict
     "electra.scoring.cli",  # score, minimal-pairs, rerank
+    "electra.export.cli",  # export (ONNX, one task's transformers directory)
 )
 
 
