@@ -25,7 +25,8 @@ def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     report = run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "demo", steps=2,
                       vocab_size=400, batch_size=4)
     out = capsys.readouterr().out
-    assert "tiny-local" in out and "transformers would ignore its ALiBi bias" in out
+    assert "tiny-local" in out
+    assert "AutoModelForPreTraining.from_pretrained(path, trust_remote_code=True)" in out
     assert report["steps"] == 2
     # 2 steps of batch 4: each training example read 8 / N times on average
     assert report["data_passes"] == pytest.approx(8 / report["train_examples"])

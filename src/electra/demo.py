@@ -177,8 +177,7 @@ def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
                   "  tells them apart, so 0.5 means the discriminator does not use context yet"]
     lines += ["", "model written to:"]
     for name, path in r["final"].items():
-        cls = "ElectraForPreTraining" if name == "discriminator" else "ElectraForMaskedLM"
-        loads_with = (f"transformers.{cls}.from_pretrained" if cfg.model.position_bias == "none"
-                      else "electra finetune/score; transformers would ignore its ALiBi bias")
-        lines.append(f"  {name:<14} {path}  ({loads_with})")
+        auto = "AutoModelForPreTraining" if name == "discriminator" else "AutoModelForMaskedLM"
+        remote = ", trust_remote_code=True" if cfg.model.position_bias != "none" else ""
+        lines.append(f"  {name:<14} {path}  (transformers: {auto}.from_pretrained(path{remote}))")
     return "\n".join(lines)

@@ -33,8 +33,9 @@ def _add_demo(sub) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny-local",
                    help="tiny-local (default: learns context within the demo's budget; its "
-                        "ALiBi bias is not in transformers' ELECTRA) or tiny (the plain "
-                        "architecture, exports load in transformers; docs/pretraining.md)")
+                        "ALiBi bias makes its exports transformers remote code) or tiny (the "
+                        "plain architecture, transformers' own ELECTRA classes; "
+                        "docs/pretraining.md)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run_demo)
 
