@@ -206,3 +206,25 @@ def test_pipelines_give_electra_predicts_labels(exported, tmp_path):
         starts = [i for i, c in enumerate(sentence) if c != " " and (i == 0 or
                                                                      sentence[i - 1] == " ")]
         assert [by_start[str(start)] for start in starts] == tags
+
+
+def test_directories_in_the_earlier_layout_still_load(tmp_path, vocab_dir):
+    """Fine-tuned directories written before the remote-code layout: the encoder under
+    transformers' names, the head under `task_head.`, architectures ["ElectraModel"]."""
+    from safetensors.torch import save_file
+
+    from electra.model.hf import encoder_to_hf, hf_config
+
+    current = finetuned_dir(tmp_path, vocab_dir, "SST-2", alibi=True)
+    model, _, info = load_finetuned(current)
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    state = {**encoder_to_hf(model.encoder.state_dict()),
+             **{f"task_head.{k}": v for k, v in model.task_head.state_dict().items()}}
+    save_file({k: v.contiguous() for k, v in state.items()}, str(earlier / "model.safetensors"))
+    (earlier / "config.json").write_text(json.dumps(hf_config(model.encoder.config,
+                                                              "ElectraModel")))
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "finetune.json"):
+        (earlier / name).write_bytes((current / name).read_bytes())
+    batch = _batch(vocab_dir)
+    assert torch.equal(_expected(earlier, batch)[0], _expected(current, batch)[0])
