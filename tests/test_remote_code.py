@@ -228,3 +228,23 @@ def test_directories_in_the_earlier_layout_still_load(tmp_path, vocab_dir):
         (earlier / name).write_bytes((current / name).read_bytes())
     batch = _batch(vocab_dir)
     assert torch.equal(_expected(earlier, batch)[0], _expected(current, batch)[0])
+
+
+def test_remote_code_files_import_only_torch_numpy_transformers_and_the_standard_library():
+    """What `transformers` checks before it runs remote code: every import must be installed
+    on the serving machine, which has no electra."""
+    import ast
+
+    from electra.model import hf
+
+    allowed = {"torch", "numpy", "transformers", *sys.stdlib_module_names}
+    for name in hf.REMOTE_CODE_FILES:
+        tree = ast.parse(Path(hf.__file__).with_name(name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                tops = {node.module.split(".")[0]}
+            else:
+                continue
+            assert tops <= allowed, f"{name} imports {tops - allowed}"

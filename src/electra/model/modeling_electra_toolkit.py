@@ -76,7 +76,10 @@ class ElectraToolkitPreTrainedModel(PreTrainedModel):
     base_model_prefix = "electra"
 
     def _init_weights(self, module: nn.Module) -> None:
-        init_weights(module, self.config.initializer_range)
+        """BERT's initialisation, for weights a checkpoint lacks (a new task head). Leaf
+        modules only: `transformers` calls this per module and skips loaded ones."""
+        if isinstance(module, (nn.Linear, nn.Embedding, nn.LayerNorm)):
+            init_weights(module, self.config.initializer_range)
 
     def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 token_type_ids: torch.Tensor | None) -> torch.Tensor:
