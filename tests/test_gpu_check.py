@@ -1,0 +1,31 @@
+"""The GPU check's CPU dry run: every stage of `benchmarks.gpu_check` at toy sizes, so the run
+on a lent GPU cannot fail on a typo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import gpu_check
+
+pytestmark = pytest.mark.skipif(not (gpu_check.SHARED / "corpus").is_dir(),
+                                reason="needs ../shared/data (corpus and GLUE SST-2)")
+
+
+@pytest.mark.slow  # ~1-2 min of CPU: vocabulary, packing, throughput, 20 steps, 2 fine-tunings
+def test_cpu_dry_run_runs_every_stage(tmp_path):
+    report = gpu_check.main(["--cpu-dry-run", "--out", str(tmp_path / "out"), "--work",
+                             str(tmp_path / "work")])
+    stages = report["stages"]
+    assert {name: s["ok"] for name, s in stages.items()} == {
+        "throughput": True, "pretrain": True, "curves": True, "finetune": True}, stages
+    run = stages["throughput"]["runs"][0]
+    assert {"ours", "ref"} <= set(run) and run["ours"]["tokens_per_s"] > 0
+    assert stages["pretrain"]["steps"] == 20
+    assert stages["pretrain"]["heldout_probes"][-1]["step"] == 20
+    assert "heldout_auc_unigram" in stages["pretrain"]["heldout_probes"][-1]
+    assert set(stages["finetune"]) >= {"pretrained", "random_init"}
+    assert (tmp_path / "out" / "pretrain_curves.png").stat().st_size > 0
+    written = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert {n: s["ok"] for n, s in written["stages"].items()} == {n: True for n in stages}
