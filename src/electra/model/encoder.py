@@ -7,8 +7,8 @@ is a rename of the attention/FFN weights only (see `electra.model.hf`).
 
 Portable: this file imports only torch and the standard library, because it is copied verbatim
 beside the weights of models that `transformers`' own classes cannot express (ALiBi, our task
-heads) and loaded there as remote code (`electra.model.remote_code`). Never import `electra`
-here.
+heads) and loaded there as remote code (`modeling_electra_toolkit.py`; `electra.model.hf`
+writes it). Never import `electra` here.
 """
 
 from __future__ import annotations
