@@ -111,6 +111,24 @@ def test_pretrain_finetune_multitask_and_score_refuse(slow_cpu, data_dir, tiny_m
     one_error_line(capsys.readouterr().err, "score")
 
 
+def test_an_fp32_run_where_bf16_is_native_says_what_bf16_gives(fast_cpu, data_dir, tmp_path,
+                                                                 capsys):
+    """fp32 stays the default (the same numbers on every machine); where bf16 is native the
+    run says so, once, on stderr, and a --bf16 run does not."""
+    assert "--bf16" in device_mod.bf16_note(torch.device("cpu"))
+    assert "--bf16" in device_mod.bf16_note(torch.device("cuda"))
+    base = ["pretrain", "--preset", "tiny", "--data", str(data_dir), "--steps", "1",
+            "--device", "cpu", "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "fp32")]) == 0
+    assert capsys.readouterr().err.count("computes bf16 natively") == 1
+    assert main([*base, "--out", str(tmp_path / "bf16"), "--bf16"]) == 0
+    assert "natively" not in capsys.readouterr().err
+
+
+def test_no_note_where_bf16_is_not_native(slow_cpu):
+    assert device_mod.bf16_note(torch.device("cpu")) == ""
+
+
 def test_help_mentions_the_refusal(capsys):
     with pytest.raises(SystemExit):
         main(["pretrain", "--help"])

@@ -49,7 +49,8 @@ def _data_is_current(data_dir: Path, corpus: list[str], vocab_dir: Path) -> bool
 
 def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              steps: int | None = None, vocab_size: int = 8192, batch_size: int | None = None,
-             seed: int = 1, overwrite: bool = False, preset: str = "tiny-local") -> dict[str, Any]:
+             seed: int = 1, overwrite: bool = False, preset: str = "tiny-local",
+             bf16: bool = False) -> dict[str, Any]:
     from electra.demo_corpus import fetch_wiki_corpus
     from electra.tokenizer import vocab_checksum
     from electra.vocab import train_vocab
@@ -93,6 +94,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     cfg.train.save_every = max(1, cfg.train.steps // 2)
     cfg.train.log_every = max(1, min(25, cfg.train.steps // 10))
     cfg.train.seed = seed
+    cfg.train.bf16 = bf16
     run_dir = out / "pretrain"
     shutil.rmtree(run_dir, ignore_errors=True)  # a demo always trains from scratch
     _stage(f"pre-training {preset} ELECTRA for {cfg.train.steps} steps "

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from electra.device import resolve_device, to_device
+from electra.device import bf16_note, resolve_device, to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
@@ -321,6 +322,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     task = task or get_task(task_name)
     out = Path(out_dir)
     device = resolve_device(settings.device, settings.bf16)
+    if not settings.bf16 and (note := bf16_note(device)):
+        print(note, file=sys.stderr)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     size = settings.size or infer_size(encoder.config.hidden_size)

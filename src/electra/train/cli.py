@@ -36,6 +36,9 @@ def _add_demo(sub) -> None:
                         "ALiBi bias makes its exports transformers remote code) or tiny (the "
                         "plain architecture, transformers' own ELECTRA classes; "
                         "docs/pretraining.md)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, and CPUs with "
+                   "native bf16: AVX512-BF16 or AMX); fp32 by default, so the summary's figures "
+                   "are the same on every machine")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run_demo)
 
@@ -45,7 +48,7 @@ def _run_demo(args) -> None:
 
     run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
              vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
-             overwrite=args.overwrite, preset=args.preset)
+             overwrite=args.overwrite, preset=args.preset, bf16=args.bf16)
 
 
 def _add_vocab(sub) -> None:

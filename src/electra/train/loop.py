@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.device import to_device
+from electra.device import bf16_note, to_device
 from electra.errors import ElectraError
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
@@ -150,6 +150,8 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
                            f"grad_accum = {per_step}")
     _check_run_dir(out, cfg, data, data_dir, resume)
+    if info.rank == 0 and not tc.bf16 and (note := bf16_note(info.device)):
+        print(note, file=sys.stderr)
 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
     context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
