@@ -58,13 +58,30 @@ def _runtime_vs_torch(model_dir: Path, onnx_path: Path) -> float:
     return worst
 
 
-@pytest.mark.parametrize("kind", ["discriminator", "generator", "SST-2", "regression", "chunk",
-                                  "squad"])
+def _transformers_encoder(root: Path, vocab_dir: Path) -> Path:
+    """A bare `ElectraModel` saved by transformers itself, with our tokenizer files."""
+    transformers = pytest.importorskip("transformers")
+    cfg = small_config(vocab_dir, alibi=False)
+    hf_config = transformers.ElectraConfig(**{k: getattr(cfg, k) for k in (
+        "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+        "num_attention_heads", "intermediate_size", "max_position_embeddings")})
+    torch.manual_seed(4)
+    out = root / "encoder"
+    transformers.ElectraModel(hf_config).save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (out / name).write_bytes((vocab_dir / name).read_bytes())
+    return out
+
+
+@pytest.mark.parametrize("kind", ["discriminator", "generator", "encoder", "SST-2", "regression",
+                                  "chunk", "squad"])
 def test_onnx_export_matches_pytorch_and_quantises(kind, tmp_path, vocab_dir):
     if kind == "discriminator":
         model_dir = _pretrained(tmp_path, vocab_dir, Discriminator, alibi=True)
     elif kind == "generator":
         model_dir = _pretrained(tmp_path, vocab_dir, Generator, alibi=True)
+    elif kind == "encoder":
+        model_dir = _transformers_encoder(tmp_path, vocab_dir)
     else:
         model_dir = finetuned_dir(tmp_path, vocab_dir, kind, alibi=True)
     out = tmp_path / "onnx"
@@ -119,7 +136,7 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, vocab_dir, capsys, 
         (["export", str(multi), "--onnx", str(tmp_path / "o2")], "name one task with --task"),
         (["export", str(multi), "--onnx", str(tmp_path / "o3"), "--task", "mnli"],
          "no head for task 'mnli'"),
-        (["export", str(multi), "--hf", str(tmp_path / "o4")], "--task"),
+        (["export", str(multi), "--hf", str(tmp_path / "o4")], "name one task with --task"),
     ]
     for argv, message in cases:
         assert electra(argv) == 1

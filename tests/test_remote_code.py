@@ -228,6 +228,13 @@ def test_directories_in_the_earlier_layout_still_load(tmp_path, vocab_dir):
         (earlier / name).write_bytes((current / name).read_bytes())
     batch = _batch(vocab_dir)
     assert torch.equal(_expected(earlier, batch)[0], _expected(current, batch)[0])
+    # `electra export --hf` rewrites it in the current layout, which transformers serves.
+    from electra.cli import main as electra
+
+    assert electra(["export", str(earlier), "--hf", str(tmp_path / "upgraded")]) == 0
+    upgraded = json.loads((tmp_path / "upgraded" / "config.json").read_text())
+    assert upgraded["model_type"] == "electra-toolkit" and upgraded["id2label"]
+    assert torch.equal(_expected(tmp_path / "upgraded", batch)[0], _expected(current, batch)[0])
 
 
 def test_remote_code_files_import_only_torch_numpy_transformers_and_the_standard_library():

@@ -12,13 +12,14 @@ def add_parsers(sub) -> None:
         "directory) for serving. --onnx OUT writes OUT/model.onnx with dynamic batch and "
         "sequence axes, checked against PyTorch with ONNX Runtime (the largest difference is "
         "printed; nothing is written beyond 1e-4), with the model's config.json (labels) and "
-        "tokenizer files. --hf OUT writes one task of a multi-task model (--task) as a "
-        "directory that AutoModelFor... and pipeline(...) load.")
+        "tokenizer files. --hf OUT writes a fine-tuned model, or one task of a multi-task model "
+        "(--task), as a directory that AutoModelFor... and pipeline(...) load (also "
+        "rewriting a directory from an earlier electra in the current layout).")
     p.add_argument("model", metavar="MODEL", help="model directory written by electra")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--onnx", metavar="OUT", help="write an ONNX export to OUT")
-    target.add_argument("--hf", metavar="OUT", help="write one task's transformers directory "
-                        "to OUT (with --task)")
+    target.add_argument("--hf", metavar="OUT", help="write a fine-tuned model's transformers "
+                        "directory to OUT (one task's, with --task)")
     p.add_argument("--task", help="which head of a multi-task model")
     p.add_argument("--int8", action="store_true", help="with --onnx: also "
                    "OUT/model.int8.onnx, dynamically quantised (int8 weights)")
@@ -39,6 +40,4 @@ def _run(args) -> None:
         return
     from electra.export.serving import write_task_dir
 
-    if args.task is None:
-        raise ElectraError("--hf writes one task of a multi-task model: name it with --task")
     print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite))

@@ -112,10 +112,11 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
                            "--overwrite")
 
 
-def write_task_dir(model_dir: str | Path, task: str, out_dir: str | Path,
+def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,
                    overwrite: bool = False) -> Path:
-    """One task of a multi-task model as a single-task fine-tuned directory (for
-    `AutoModelFor...`, pipelines and `electra predict`)."""
+    """A fine-tuned model, or one task of a multi-task model, as a single-task fine-tuned
+    directory in the current layout (for `AutoModelFor...`, pipelines and `electra
+    predict`)."""
     model_dir = Path(model_dir)
     check_out_dir(Path(out_dir), overwrite)
     loaded, _, info = load_finetuned(model_dir)
