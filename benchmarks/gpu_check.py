@@ -1,6 +1,6 @@
 """The GPU check: one prepared command for the few minutes a GPU is lent, already tested on CPU.
 
-Three stages, each written to OUT/gpu_check.json as soon as it ends (a stage that fails is
+Four stages, each written to OUT/gpu_check.json as soon as it ends (a stage that fails is
 recorded with its error and the next one runs, so one run returns all it can):
 1. throughput: our pre-training step against the `transformers` recipe (the code of
    `benchmarks.pretrain_throughput --device cuda`), ELECTRA-Small and -Base at lengths 128 and
@@ -9,9 +9,9 @@ recorded with its error and the next one runs, so one run returns all it can):
 2. pretrain: ELECTRA-Small with the paper's preset (batch 128, lr 5e-4, generator 1/4 width)
    for as many steps as `--pretrain-minutes` allow at the step time stage 1 measured, with the
    held-out probes every tenth of the run (unigram-fake AUC, generator accuracy); the warm-up
-   is a tenth of the steps (the paper's 10,000 would not end in a run this short); curves as
-   OUT/pretrain_curves.png;
-3. finetune: SST-2, one epoch on `--finetune-examples` sentences, from that model and from
+   is a tenth of the steps (the paper's 10,000 would not end in a run this short);
+3. curves: the pre-training curves as OUT/pretrain_curves.png (`electra plot`);
+4. finetune: SST-2, one epoch on `--finetune-examples` sentences, from that model and from
    random weights of the same shape.
 
 The GPU machine has torch, transformers, tokenizers, matplotlib and scikit-learn but cannot
@@ -44,11 +44,9 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.finetune_speed import SHARED
 from electra.cli import main as electra
 from electra.fileutil import write_atomic
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-GPU_MINUTES = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

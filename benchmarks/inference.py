@@ -21,6 +21,7 @@ Threads: `--threads` (default: all cores) for torch and ONNX Runtime alike; run 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -32,11 +33,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.finetune_speed import VOCAB_CORPUS
+from benchmarks.finetune_speed import SHARED, VOCAB_CORPUS
 from electra.cli import main as electra
 from electra.config import PretrainConfig
 from electra.export.onnx import export_onnx
-from electra.export.serving import INPUT_NAMES, load_served
+from electra.export.serving import INPUT_NAMES, load_served, tokenized_batch
 from electra.fileutil import write_atomic
 from electra.model.encoder import Discriminator, init_weights
 from electra.model.hf import save_pretrained
@@ -44,7 +45,6 @@ from electra.tasks import get_task
 from electra.tokenizer import load_tokenizer, special_token_ids
 from electra.vocab import train_vocab
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PRESETS = ("tiny-local", "small")
 SHAPES = (("latency_b1_len32_ms", 1, 32), ("latency_b1_len128_ms", 1, 128),
           ("throughput_b32_len128_seq_per_s", 32, 128))
@@ -92,8 +92,16 @@ def start_model(args: argparse.Namespace, preset: str) -> Path:
     return out
 
 
+def cache_name(args: argparse.Namespace, preset: str) -> str:
+    """What a cached classifier depends on: the preset, its start model, the training set."""
+    given = dict(item.split("=", 1) for item in args.encoder).get(preset)
+    start = "random" if given is None else \
+        hashlib.sha1(str(Path(given).resolve()).encode()).hexdigest()[:8]
+    return f"{preset}-{start}-n{args.train_examples}"
+
+
 def classifier(args: argparse.Namespace, preset: str) -> Path:
-    out = args.work / f"{preset}-sst2"
+    out = args.work / f"{cache_name(args, preset)}-sst2"
     if not (out / "model" / "finetune.json").is_file():
         argv = ["finetune", "--model", start_model(args, preset), "--task", "SST-2",
                 "--data", args.glue, "--out", out, "--max-train-examples", args.train_examples,
@@ -104,7 +112,7 @@ def classifier(args: argparse.Namespace, preset: str) -> Path:
 
 
 def onnx_export(args: argparse.Namespace, preset: str, model: Path) -> Path:
-    out = args.work / f"{preset}-onnx"
+    out = args.work / f"{cache_name(args, preset)}-onnx"
     if not (out / "model.int8.onnx").is_file():
         export_onnx(model, out, int8=True, overwrite=True)
     return out
@@ -162,15 +170,10 @@ def dev_accuracy(run: Callable, model: Path, glue: Path) -> float:
     task.load_state(json.loads((model / "finetune.json").read_text())["task"])
     examples = task.read(glue, "dev")
     tokenizer = load_tokenizer(model)
-    tokenizer.enable_truncation(128)
-    tokenizer.enable_padding(pad_id=special_token_ids(tokenizer)["pad"])
     correct = 0
     for start in range(0, len(examples), 32):
         chunk = examples[start:start + 32]
-        encodings = tokenizer.encode_batch([ex.texts[0] for ex in chunk])
-        batch = {"input_ids": torch.tensor([e.ids for e in encodings]),
-                 "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
-                 "token_type_ids": torch.tensor([e.type_ids for e in encodings])}
+        batch = tokenized_batch(tokenizer, [ex.texts[0] for ex in chunk], 128)
         predictions = np.argmax(run(batch), axis=-1)
         correct += sum(task.labels[p] == ex.label for p, ex in zip(predictions, chunk,
                                                                    strict=True))

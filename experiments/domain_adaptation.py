@@ -139,8 +139,9 @@ def main(argv: list[str] | None = None) -> dict:
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.table:
         start = start_model(args)
-        reviews = imdb_reviews(args.corpus_dir, args.work / "imdb_unsup.jsonl", args.reviews,
-                               skip=args.reviews_skip)
+        first, last = args.reviews_skip, args.reviews_skip + args.reviews
+        reviews = imdb_reviews(args.corpus_dir, args.work / f"imdb_unsup_{first}-{last}.jsonl",
+                               args.reviews, skip=args.reviews_skip)
         models = {"start": start,
                   "in-domain": continued(args, "in-domain", [reviews], start),
                   "general": continued(args, "general",

@@ -77,7 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS, skip: int = 0) -> Path:
     """`n` unlabeled IMDB reviews after the first `skip`, as JSON lines, `<br />` turned into
     line breaks (with `skip=0`, what docs/experiments/cpu-recipe.md's `zcat | head | sed`
-    writes, byte for byte)."""
+    writes, byte for byte). An existing `out` is reused as it is: name it after `n` and
+    `skip`."""
     if out.is_file():
         return out
     source = corpus_dir / "aclImdb" / "unsup.jsonl.gz"

@@ -33,13 +33,19 @@ def task_named(name: str):
     return task
 
 
-def finetuned_dir(root: Path, vocab_dir: Path, task_name: str, alibi: bool) -> Path:
+def finetuned_model(vocab_dir: Path, task_name: str, alibi: bool) -> tuple[FinetuneModel, dict]:
+    """A randomly initialised fine-tuned model (eval mode) and its finetune.json."""
     torch.manual_seed(1)
     task = task_named(task_name)
     encoder = Encoder(small_config(vocab_dir, alibi))
-    init_weights(encoder, 0.02)
     model = FinetuneModel(encoder, task.head_kind, task.num_outputs)
+    init_weights(model, 0.02)
     info = {"task": task.state(), "head_kind": task.head_kind,
             "num_outputs": task.num_outputs, "settings": {"max_seq_len": 64}}
+    return model.eval(), info
+
+
+def finetuned_dir(root: Path, vocab_dir: Path, task_name: str, alibi: bool) -> Path:
+    model, info = finetuned_model(vocab_dir, task_name, alibi)
     return save_finetuned(model, root / f"{task_name}-{'alibi' if alibi else 'abs'}",
                           vocab_dir, info)

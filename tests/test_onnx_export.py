@@ -74,7 +74,7 @@ def _transformers_encoder(root: Path, vocab_dir: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["discriminator", "generator", "encoder", "SST-2", "regression",
-                                  "chunk", "squad"])
+                                  "chunk", "squad", "squad2"])
 def test_onnx_export_matches_pytorch_and_quantises(kind, tmp_path, vocab_dir):
     if kind == "discriminator":
         model_dir = _pretrained(tmp_path, vocab_dir, Discriminator, alibi=True)
@@ -125,6 +125,8 @@ def test_one_task_of_a_multitask_model_exports_on_its_own(tmp_path, vocab_dir):
     assert electra(["export", str(multi), "--onnx", str(tmp_path / "chunk"), "--task",
                     "chunk"]) == 0
     assert json.loads((tmp_path / "chunk" / "export.json").read_text())["outputs"] == ["logits"]
+    config = json.loads((tmp_path / "chunk" / "config.json").read_text())
+    assert config["id2label"] == {"0": "B-NP", "1": "B-VP", "2": "I-NP", "3": "O"}
 
 
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, vocab_dir, capsys, monkeypatch):

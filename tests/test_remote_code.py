@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from export_helpers import finetuned_dir, small_config, task_named
+from export_helpers import finetuned_dir, finetuned_model, small_config, task_named
 
+from electra.export.serving import tokenized_batch
 from electra.finetune.loop import FinetuneSettings, predict_examples
 from electra.finetune.model_io import load_finetuned
 from electra.model.encoder import Discriminator, Generator, init_weights
@@ -32,28 +33,30 @@ SENTENCES = ["the film was a delight from start to finish", "dull", "a plot with
 
 def _batch(vocab_dir: Path) -> dict[str, torch.Tensor]:
     """A padded batch as transformers' tokenizer would give it (row 2 is a pair)."""
-    tok = load_tokenizer(vocab_dir)
-    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
-    encs = tok.encode_batch([SENTENCES[0], SENTENCES[1], (SENTENCES[2], SENTENCES[3])])
-    return {"input_ids": torch.tensor([e.ids for e in encs]),
-            "token_type_ids": torch.tensor([e.type_ids for e in encs]),
-            "attention_mask": torch.tensor([e.attention_mask for e in encs])}
+    return tokenized_batch(load_tokenizer(vocab_dir),
+                           [SENTENCES[0], SENTENCES[1], (SENTENCES[2], SENTENCES[3])])
+
+
+def _served(model: torch.nn.Module, info: dict | None, batch: dict) -> list[torch.Tensor]:
+    """What a server gets from `model` (a Discriminator / Generator, or a fine-tuned model
+    with its finetune.json) for `batch`."""
+    model.eval()
+    with torch.no_grad():
+        if info is None:
+            return [model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])]
+        hidden = model.encoder(batch["input_ids"], batch["token_type_ids"],
+                               batch["attention_mask"])
+        return list(serving_outputs(info["head_kind"], model.task_head, hidden,
+                                    batch["attention_mask"], batch["token_type_ids"],
+                                    info["task"].get("label_range")))
 
 
 def _expected(directory: Path, batch: dict) -> list[torch.Tensor]:
     """Our outputs for `batch`, through electra's own loaders."""
     if (directory / "finetune.json").is_file():
         model, _, info = load_finetuned(directory)
-        model.eval()
-        with torch.no_grad():
-            hidden = model.encoder(batch["input_ids"], batch["token_type_ids"],
-                                   batch["attention_mask"])
-            return list(serving_outputs(info["head_kind"], model.task_head, hidden,
-                                        batch["attention_mask"],
-                                        info["task"].get("label_range")))
-    model = load_pretrained(directory).eval()
-    with torch.no_grad():
-        return [model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])]
+        return _served(model, info, batch)
+    return _served(load_pretrained(directory), None, batch)
 
 
 # Runs in a fresh interpreter: torch and transformers only.
@@ -102,12 +105,14 @@ def exported(tmp_path_factory, vocab_dir) -> tuple[Path, list[dict]]:
     torch.manual_seed(0)
     cases = []
 
-    def add(directory: Path, auto: str, remote: bool, outputs: list[str]) -> None:
+    def add(directory: Path, in_memory: list[torch.Tensor], auto: str, remote: bool,
+            outputs: list[str]) -> None:
+        """`in_memory`: the model's outputs before it was written (what loading must give)."""
         expected = root / f"{directory.name}-expected.pt"
-        torch.save(_expected(directory, batch), expected)
+        torch.save(in_memory[:len(outputs)], expected)
         cases.append({"dir": str(directory), "auto": auto, "remote": remote,
                       "outputs": outputs, "batch": str(root / "batch.pt"),
-                      "expected": str(expected)})
+                      "expected": str(expected), "in_memory": [t.clone() for t in in_memory]})
 
     for alibi in (True, False):
         disc = Discriminator(small_config(vocab_dir, alibi))
@@ -115,19 +120,22 @@ def exported(tmp_path_factory, vocab_dir) -> tuple[Path, list[dict]]:
         init_weights(disc, 0.02)
         init_weights(gen, 0.02)
         tag = "alibi" if alibi else "abs"
-        add(save_pretrained(disc, root / f"disc-{tag}", vocab_dir), "AutoModelForPreTraining",
-            alibi, ["logits"])
-        add(save_pretrained(gen, root / f"gen-{tag}", vocab_dir), "AutoModelForMaskedLM",
-            alibi, ["logits"])
+        add(save_pretrained(disc, root / f"disc-{tag}", vocab_dir), _served(disc, None, batch),
+            "AutoModelForPreTraining", alibi, ["logits"])
+        add(save_pretrained(gen, root / f"gen-{tag}", vocab_dir), _served(gen, None, batch),
+            "AutoModelForMaskedLM", alibi, ["logits"])
     for alibi in (True, False):
-        for name, auto in (("SST-2", "AutoModelForSequenceClassification"),
-                           ("STS-B", "AutoModelForSequenceClassification"),
-                           ("regression", "AutoModelForSequenceClassification"),
-                           ("chunk", "AutoModelForTokenClassification")):
+        for name, auto, outputs in (
+                ("SST-2", "AutoModelForSequenceClassification", ["logits"]),
+                ("STS-B", "AutoModelForSequenceClassification", ["logits"]),
+                ("regression", "AutoModelForSequenceClassification", ["logits"]),
+                ("chunk", "AutoModelForTokenClassification", ["logits"]),
+                ("squad", "AutoModelForQuestionAnswering", ["start_logits", "end_logits"]),
+                ("squad2", "AutoModelForQuestionAnswering", ["start_logits", "end_logits"])):
+            model, info = finetuned_model(vocab_dir, name, alibi)
             native = name == "chunk" and not alibi
-            add(finetuned_dir(root, vocab_dir, name, alibi), auto, not native, ["logits"])
-        add(finetuned_dir(root, vocab_dir, "squad", alibi), "AutoModelForQuestionAnswering", True,
-            ["start_logits", "end_logits"])
+            add(finetuned_dir(root, vocab_dir, name, alibi), _served(model, info, batch), auto,
+                not native, outputs)
     return root, cases
 
 
@@ -135,7 +143,8 @@ def test_every_export_loads_in_transformers_alone_with_our_outputs(exported, tmp
     """Issue acceptance: tiny-local discriminator and generator, fine-tuned classification,
     regression (linear and sigmoid heads), tagging and SQuAD models, padded batch, 1e-5."""
     root, cases = exported
-    (root / "cases.json").write_text(json.dumps(cases))
+    (root / "cases.json").write_text(json.dumps(
+        [{k: v for k, v in case.items() if k != "in_memory"} for case in cases]))
     report = _run_isolated(LOADER, [str(root / "cases.json")], tmp_path)
     assert report.pop("electra imported") is False
     classes = {Path(d).name: r["class"] for d, r in report.items()}
@@ -150,12 +159,44 @@ def test_every_export_loads_in_transformers_alone_with_our_outputs(exported, tmp
 
 
 def test_export_directories_round_trip_through_electra(exported):
-    """The remote-code layout (our names) reads back into electra bit for bit."""
+    """Both layouts read back into electra with the outputs the model had before it was
+    written, bit for bit."""
     root, cases = exported
     for case in cases:
-        directory = Path(case["dir"])
-        assert torch.equal(_expected(directory, torch.load(case["batch"]))[0],
-                           torch.load(case["expected"])[0])
+        loaded = _expected(Path(case["dir"]), torch.load(case["batch"]))
+        assert len(loaded) == len(case["in_memory"])
+        for got, want in zip(loaded, case["in_memory"], strict=True):
+            assert torch.equal(got, want), case["dir"]
+
+
+def test_served_squad_logits_are_masked_as_training_masks_them(vocab_dir):
+    """The serving mask, built from what a server has (token types, attention mask), is the
+    p_mask electra's SQuAD features carry in training, so the served start logits equal the
+    head's own and the end logits follow a start inside the context."""
+    from electra.tasks.squad.data import (
+        SquadAnswer,
+        SquadExample,
+        collate_features,
+        convert_examples_to_features,
+    )
+
+    examples = [SquadExample("q1", "who enjoys every scene?", SENTENCES[3],
+                             [SquadAnswer("the actors", 0)]),
+                SquadExample("q2", "how was the film?", SENTENCES[0],
+                             [SquadAnswer("a delight", 13)])]
+    features = convert_examples_to_features(examples, load_tokenizer(vocab_dir), 64, 32, 16)
+    batch = collate_features(features)
+    model, info = finetuned_model(vocab_dir, "squad", alibi=True)
+    start, end = _served(model, info, batch)
+    with torch.no_grad():
+        hidden = model.encoder(batch["input_ids"], batch["token_type_ids"],
+                               batch["attention_mask"])
+        own_start = model.task_head.start_logits(hidden, batch["p_mask"])
+    assert torch.equal(start, own_start)
+    masked = torch.finfo(start.dtype).min
+    assert torch.equal(start == masked, batch["p_mask"].bool())
+    assert not batch["p_mask"].bool().gather(1, start.argmax(-1, keepdim=True)).any()
+    assert torch.equal(end == masked, batch["p_mask"].bool())
 
 
 PIPELINES = textwrap.dedent("""

@@ -34,7 +34,7 @@ class ModelConfig:
     # Position information beyond the learned absolute embeddings: "none" (BERT/ELECTRA), or
     # "alibi" (Press et al. 2022, made symmetric for a bidirectional encoder): a fixed
     # -slope_h * |i - j| added to head h's attention scores, a locality prior from step 0.
-    # Not part of Hugging Face's ELECTRA: `transformers` would ignore it (see model/hf.py).
+    # Not part of Hugging Face's ELECTRA: such models are exported as remote code (model/hf.py).
     position_bias: str = "none"
     # With "alibi": the steepest head's slope (None: ALiBi's own, 2**(-8/heads)); the others
     # follow at ALiBi's ratio. Ours: `tiny`'s 2 heads get slopes 1/16 and 1/256, too flat to

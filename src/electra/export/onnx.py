@@ -19,10 +19,17 @@ import numpy as np
 import torch
 
 from electra.errors import ElectraError
-from electra.export.serving import INPUT_NAMES, Served, check_out_dir, load_served
+from electra.export.serving import (
+    INPUT_NAMES,
+    Served,
+    check_out_dir,
+    load_served,
+    tokenized_batch,
+)
 from electra.fileutil import staged_dir
+from electra.finetune.model_io import finetuned_files
 from electra.model.encoder import Encoder, known_padding
-from electra.tokenizer import copy_tokenizer_files, load_tokenizer, special_token_ids
+from electra.tokenizer import copy_tokenizer_files, load_tokenizer
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")
 FP32_TOLERANCE = 1e-4
@@ -43,15 +50,8 @@ def check_batches(model_dir: Path, max_len: int) -> list[dict[str, torch.Tensor]
     """Two batches of other shapes, tokenised with the model's own tokenizer: `CHECK_TEXTS`
     padded (the one the graph is traced with), and its second text alone, unpadded."""
     tokenizer = load_tokenizer(model_dir)
-    tokenizer.enable_truncation(max_len)
-    tokenizer.enable_padding(pad_id=special_token_ids(tokenizer)["pad"])
-    batches = []
-    for texts in (CHECK_TEXTS, CHECK_TEXTS[1:2]):
-        encodings = tokenizer.encode_batch(texts)
-        batches.append({"input_ids": torch.tensor([e.ids for e in encodings]),
-                        "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
-                        "token_type_ids": torch.tensor([e.type_ids for e in encodings])})
-    return batches
+    return [tokenized_batch(tokenizer, texts, max_len)
+            for texts in (CHECK_TEXTS, CHECK_TEXTS[1:2])]
 
 
 def torch_outputs(served: Served, batch: dict[str, torch.Tensor]) -> list[np.ndarray]:
@@ -153,7 +153,11 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = N
                 quantize_int8(tmp / "model.onnx", tmp / "model.int8.onnx")
             report["int8_max_abs_diff"] = onnx_difference(served, tmp / "model.int8.onnx",
                                                           batches)
-        shutil.copyfile(model_dir / "config.json", tmp / "config.json")
+        if served.info is None:
+            shutil.copyfile(model_dir / "config.json", tmp / "config.json")
+        else:  # this task's labels, also for one head of a multi-task model
+            config, _ = finetuned_files(served.module.model, served.info)
+            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         copy_tokenizer_files(model_dir, tmp)
         (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"{out / 'model.onnx'}: {served.kind}, outputs {', '.join(served.output_names)}; "

@@ -24,8 +24,22 @@ from electra.model.hf import (
     write_model_files,
 )
 from electra.model.task_heads import serving_outputs
+from electra.tokenizer import special_token_ids
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def tokenized_batch(tokenizer, texts: list, max_len: int | None = None
+                    ) -> dict[str, torch.Tensor]:
+    """Texts (or (text, pair) tuples) as one padded batch of the serving inputs, tokenised
+    with a model's own `tokenizers` pipeline (padding with its pad token's id)."""
+    tokenizer.enable_padding(pad_id=special_token_ids(tokenizer)["pad"])
+    if max_len is not None:
+        tokenizer.enable_truncation(max_len)
+    encodings = tokenizer.encode_batch(texts)
+    return {"input_ids": torch.tensor([e.ids for e in encodings]),
+            "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
+            "token_type_ids": torch.tensor([e.type_ids for e in encodings])}
 
 
 @dataclass
@@ -49,7 +63,7 @@ class ServingModel(nn.Module):
             return (self.model(input_ids, token_type_ids, attention_mask),)
         hidden = self.model.encoder(input_ids, token_type_ids, attention_mask)
         return serving_outputs(self.kind, self.model.task_head, hidden, attention_mask,
-                               self.label_range)
+                               token_type_ids, self.label_range)
 
 
 def output_names(kind: str, num_outputs: int = 0) -> tuple[str, ...]:
@@ -90,7 +104,7 @@ def single_task(model: FinetuneModel | MultitaskModel, info: dict, task: str | N
                 where: Path) -> tuple[FinetuneModel, dict]:
     """The single-task model and its finetune.json; one head of a multi-task model by name."""
     if isinstance(model, FinetuneModel):
-        if task is not None and task != info["task"]["name"]:
+        if task is not None and task.lower() != info["task"]["name"].lower():
             raise ElectraError(f"{where}: fine-tuned for {info['task']['name']!r}, not {task!r}")
         return model, info
     by_name = {t["task"]["name"].lower(): t for t in info["tasks"]}

@@ -82,10 +82,18 @@ class ElectraToolkitPreTrainedModel(PreTrainedModel):
             init_weights(module, self.config.initializer_range)
 
     def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                token_type_ids: torch.Tensor | None) -> torch.Tensor:
+                token_type_ids: torch.Tensor | None, labels: dict
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(last hidden states, the attention mask used). These classes serve a model; they
+        compute no loss, so labels are refused rather than silently ignored."""
+        given = [name for name, value in labels.items() if value is not None]
+        if given:
+            raise ValueError(f"{type(self).__name__} serves a model electra trained and "
+                             f"computes no loss ({', '.join(given)} given); fine-tune with "
+                             "`electra finetune`")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        return self.electra(input_ids, token_type_ids, attention_mask)
+        return self.electra(input_ids, token_type_ids, attention_mask), attention_mask
 
 
 class ElectraToolkitModel(ElectraToolkitPreTrainedModel):
@@ -100,8 +108,8 @@ class ElectraToolkitModel(ElectraToolkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
-        return BaseModelOutput(last_hidden_state=self._encode(input_ids, attention_mask,
-                                                              token_type_ids))
+        hidden, _ = self._encode(input_ids, attention_mask, token_type_ids, {})
+        return BaseModelOutput(last_hidden_state=hidden)
 
 
 class ElectraToolkitForPreTraining(ElectraToolkitPreTrainedModel):
@@ -113,8 +121,9 @@ class ElectraToolkitForPreTraining(ElectraToolkitPreTrainedModel):
         self.discriminator_predictions = DiscriminatorHead(config)
         self.post_init()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
-        hidden = self._encode(input_ids, attention_mask, token_type_ids)
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                **kwargs):
+        hidden, _ = self._encode(input_ids, attention_mask, token_type_ids, {"labels": labels})
         return TokenClassifierOutput(logits=self.discriminator_predictions(hidden))
 
 
@@ -129,8 +138,9 @@ class ElectraToolkitForMaskedLM(ElectraToolkitPreTrainedModel):
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.post_init()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
-        hidden = self._encode(input_ids, attention_mask, token_type_ids)
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                **kwargs):
+        hidden, _ = self._encode(input_ids, attention_mask, token_type_ids, {"labels": labels})
         logits = self.generator_predictions(
             hidden, self.electra.embeddings.word_embeddings.weight, self.output_bias)
         return MaskedLMOutput(logits=logits)
@@ -147,20 +157,20 @@ class _WithTaskHead(ElectraToolkitPreTrainedModel):
         head = RegressionHead if config.head_kind == "regression" else SequenceHead
         return head(config.hidden_size, config.num_labels, config.hidden_dropout_prob)
 
-    def _head_outputs(self, input_ids, attention_mask, token_type_ids):
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        hidden = self._encode(input_ids, attention_mask, token_type_ids)
+    def _head_outputs(self, input_ids, attention_mask, token_type_ids, labels: dict):
+        hidden, attention_mask = self._encode(input_ids, attention_mask, token_type_ids, labels)
         return serving_outputs(self.config.head_kind, self.task_head, hidden, attention_mask,
-                               getattr(self.config, "label_range", None))
+                               token_type_ids, getattr(self.config, "label_range", None))
 
 
 class ElectraToolkitForSequenceClassification(_WithTaskHead):
     """Classification logits [B, C], or a regression task's prediction [B, 1] on its label
     scale (config.json's problem_type "regression", so pipelines leave it as it is)."""
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
-        (logits,) = self._head_outputs(input_ids, attention_mask, token_type_ids)
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                **kwargs):
+        (logits,) = self._head_outputs(input_ids, attention_mask, token_type_ids,
+                                       {"labels": labels})
         return SequenceClassifierOutput(logits=logits)
 
 
@@ -168,19 +178,24 @@ class ElectraToolkitForTokenClassification(_WithTaskHead):
     def make_head(self, config: ElectraToolkitConfig) -> nn.Module:
         return TokenHead(config.hidden_size, config.num_labels, config.hidden_dropout_prob)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
-        (logits,) = self._head_outputs(input_ids, attention_mask, token_type_ids)
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                **kwargs):
+        (logits,) = self._head_outputs(input_ids, attention_mask, token_type_ids,
+                                       {"labels": labels})
         return TokenClassifierOutput(logits=logits)
 
 
 class ElectraToolkitForQuestionAnswering(_WithTaskHead):
-    """Start and end logits [B, S]; the end logits are those given each row's most likely
+    """Start and end logits [B, S], masked where training masked them (the question, its
+    [SEP], the final [SEP], padding); the end logits are those given each row's most likely
     start (see `SquadHead.serving_logits`)."""
 
     def make_head(self, config: ElectraToolkitConfig) -> nn.Module:
         return SquadHead(config.hidden_size, v2=config.num_labels == 3)  # 3: SQuAD 2.0
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
-        start_logits, end_logits, *_ = self._head_outputs(input_ids, attention_mask,
-                                                          token_type_ids)
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
+                end_positions=None, **kwargs):
+        start_logits, end_logits, *_ = self._head_outputs(
+            input_ids, attention_mask, token_type_ids,
+            {"start_positions": start_positions, "end_positions": end_positions})
         return QuestionAnsweringModelOutput(start_logits=start_logits, end_logits=end_logits)

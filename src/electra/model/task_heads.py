@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .squad_head import serving_p_mask
+
 
 class SequenceHead(nn.Module):
     def __init__(self, hidden: int, num_outputs: int, dropout: float):
@@ -50,15 +52,16 @@ class TokenHead(SequenceHead):
 
 
 def serving_outputs(head_kind: str, head: nn.Module, hidden: torch.Tensor,
-                    attention_mask: torch.Tensor,
+                    attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                     label_range: tuple[float, float] | None = None) -> tuple[torch.Tensor, ...]:
     """What a server gets from a head (the transformers classes and the ONNX graph both return
     this): the classifier's logits [B, C] (a regression task's prediction [B, 1]; for the
     sigmoid head on labels normalised from `label_range`, mapped back to that range); the
     tagger's per-token logits [B, S, C]; the span head's start and end logits [B, S] (and the
-    unanswerable logit [B] for SQuAD 2.0), see `SquadHead.serving_logits`."""
+    unanswerable logit [B] for SQuAD 2.0), masked where training masked them, see
+    `SquadHead.serving_logits`."""
     if head_kind == "span":
-        outputs = head.serving_logits(hidden, attention_mask == 0)
+        outputs = head.serving_logits(hidden, serving_p_mask(attention_mask, token_type_ids))
         return tuple(t for t in outputs if t is not None)
     output = head(hidden)
     if head_kind == "regression" and label_range is not None:
