@@ -93,11 +93,16 @@ def start_model(args: argparse.Namespace, preset: str) -> Path:
 
 
 def cache_name(args: argparse.Namespace, preset: str) -> str:
-    """What a cached classifier depends on: the preset, its start model, the training set."""
+    """What a cached classifier depends on: the preset, its start model (path, size and time
+    of its weights), the GLUE folder and the training set's size."""
     given = dict(item.split("=", 1) for item in args.encoder).get(preset)
-    start = "random" if given is None else \
-        hashlib.sha1(str(Path(given).resolve()).encode()).hexdigest()[:8]
-    return f"{preset}-{start}-n{args.train_examples}"
+    key = [str(args.glue.resolve())]
+    if given is not None:
+        weights = Path(given) / "model.safetensors"
+        stat = weights.stat() if weights.is_file() else None
+        key += [str(weights.resolve()), str(stat and (stat.st_size, stat.st_mtime_ns))]
+    digest = hashlib.sha1("|".join(key).encode()).hexdigest()[:8]
+    return f"{preset}-{'random' if given is None else 'from'}-{digest}-n{args.train_examples}"
 
 
 def classifier(args: argparse.Namespace, preset: str) -> Path:

@@ -127,6 +127,7 @@ def test_one_task_of_a_multitask_model_exports_on_its_own(tmp_path, vocab_dir):
     assert json.loads((tmp_path / "chunk" / "export.json").read_text())["outputs"] == ["logits"]
     config = json.loads((tmp_path / "chunk" / "config.json").read_text())
     assert config["id2label"] == {"0": "B-NP", "1": "B-VP", "2": "I-NP", "3": "O"}
+    assert "auto_map" not in config  # the modeling code is not in an ONNX folder
 
 
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, vocab_dir, capsys, monkeypatch):

@@ -34,7 +34,8 @@ SENTENCES = ["the film was a delight from start to finish", "dull", "a plot with
 def _batch(vocab_dir: Path) -> dict[str, torch.Tensor]:
     """A padded batch as transformers' tokenizer would give it (row 2 is a pair)."""
     return tokenized_batch(load_tokenizer(vocab_dir),
-                           [SENTENCES[0], SENTENCES[1], (SENTENCES[2], SENTENCES[3])])
+                           [SENTENCES[0], SENTENCES[1], (SENTENCES[2], SENTENCES[3]),
+                            (SENTENCES[1], SENTENCES[0])])
 
 
 def _served(model: torch.nn.Module, info: dict | None, batch: dict) -> list[torch.Tensor]:
@@ -197,6 +198,17 @@ def test_served_squad_logits_are_masked_as_training_masks_them(vocab_dir):
     assert torch.equal(start == masked, batch["p_mask"].bool())
     assert not batch["p_mask"].bool().gather(1, start.argmax(-1, keepdim=True)).any()
     assert torch.equal(end == masked, batch["p_mask"].bool())
+
+
+def test_serving_mask_does_not_depend_on_the_padding_side():
+    from electra.model.squad_head import serving_p_mask
+
+    # [CLS] q q [SEP] c c [SEP], then the same row padded on the left
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 1, 1]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1, 1, 1, 1]])
+    p_mask = serving_p_mask(mask, types).long()
+    assert p_mask[0].tolist() == [0, 1, 1, 1, 0, 0, 1, 1, 1]
+    assert p_mask[1].tolist() == [1, 1, 0, 1, 1, 1, 0, 0, 1]
 
 
 PIPELINES = textwrap.dedent("""

@@ -9,7 +9,6 @@ import contextlib
 import importlib.util
 import json
 import logging
-import shutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -27,8 +26,9 @@ from electra.export.serving import (
     tokenized_batch,
 )
 from electra.fileutil import staged_dir
-from electra.finetune.model_io import finetuned_files
+from electra.finetune.model_io import finetuned_config
 from electra.model.encoder import Encoder, known_padding
+from electra.model.hf import read_config_json
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")
@@ -48,10 +48,11 @@ def require_onnx() -> None:
 
 def check_batches(model_dir: Path, max_len: int) -> list[dict[str, torch.Tensor]]:
     """Two batches of other shapes, tokenised with the model's own tokenizer: `CHECK_TEXTS`
-    padded (the one the graph is traced with), and its second text alone, unpadded."""
+    padded (the one the graph is traced with), and its sentence pair alone, unpadded (a pair,
+    so a SQuAD model has a context to score)."""
     tokenizer = load_tokenizer(model_dir)
     return [tokenized_batch(tokenizer, texts, max_len)
-            for texts in (CHECK_TEXTS, CHECK_TEXTS[1:2])]
+            for texts in (CHECK_TEXTS, CHECK_TEXTS[2:3])]
 
 
 def torch_outputs(served: Served, batch: dict[str, torch.Tensor]) -> list[np.ndarray]:
@@ -153,11 +154,12 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = N
                 quantize_int8(tmp / "model.onnx", tmp / "model.int8.onnx")
             report["int8_max_abs_diff"] = onnx_difference(served, tmp / "model.int8.onnx",
                                                           batches)
-        if served.info is None:
-            shutil.copyfile(model_dir / "config.json", tmp / "config.json")
-        else:  # this task's labels, also for one head of a multi-task model
-            config, _ = finetuned_files(served.module.model, served.info)
-            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        # The model's config (this task's labels, also for one head of a multi-task model),
+        # without the auto_map: the modeling code stays with the PyTorch directory.
+        config = read_config_json(model_dir) if served.info is None else \
+            finetuned_config(served.module.model, served.info)
+        config.pop("auto_map", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         copy_tokenizer_files(model_dir, tmp)
         (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"{out / 'model.onnx'}: {served.kind}, outputs {', '.join(served.output_names)}; "

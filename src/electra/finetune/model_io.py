@@ -96,25 +96,37 @@ def load_finetuned(model_dir: str | Path
     return model, load_tokenizer(model_dir), info
 
 
+def _native(model: FinetuneModel | MultitaskModel, info: dict) -> bool:
+    """Whether transformers' own class computes this model exactly: a paper-architecture
+    tagger (`ElectraForTokenClassification`)."""
+    return (isinstance(model, FinetuneModel) and info["head_kind"] == "token"
+            and model.encoder.config.position_bias == "none")
+
+
+def finetuned_config(model: FinetuneModel | MultitaskModel, info: dict) -> dict:
+    """config.json of a fine-tuned model, in the layout the module docstring describes."""
+    cfg = model.encoder.config
+    if isinstance(model, MultitaskModel):
+        return remote_code_config(cfg, "encoder")
+    config = hf_config(cfg, "ElectraForTokenClassification") if _native(model, info) \
+        else remote_code_config(cfg, info["head_kind"])
+    return {**config, **label_fields(info)}
+
+
 def finetuned_files(model: FinetuneModel | MultitaskModel, info: dict
                     ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """(config.json, state dict) of a fine-tuned model, in the layout the module docstring
-    describes."""
+    """(config.json, state dict) of a fine-tuned model."""
     encoder = model.encoder
     if isinstance(model, MultitaskModel):
-        return remote_code_config(encoder.config, "encoder"), {
-            **_prefixed("electra.", encoder.state_dict()),
-            **_prefixed("task_heads.", model.task_heads.state_dict())}
-    kind = info["head_kind"]
-    if kind == "token" and encoder.config.position_bias == "none":
-        config = hf_config(encoder.config, "ElectraForTokenClassification")
+        state = {**_prefixed("electra.", encoder.state_dict()),
+                 **_prefixed("task_heads.", model.task_heads.state_dict())}
+    elif _native(model, info):
         state = {**encoder_to_hf(encoder.state_dict()),
                  **_prefixed("classifier.", model.task_head.out.state_dict())}
     else:
-        config = remote_code_config(encoder.config, kind)
         state = {**_prefixed("electra.", encoder.state_dict()),
                  **_prefixed("task_head.", model.task_head.state_dict())}
-    return {**config, **label_fields(info)}, state
+    return finetuned_config(model, info), state
 
 
 def label_fields(info: dict) -> dict:

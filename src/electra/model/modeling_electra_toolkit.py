@@ -186,9 +186,10 @@ class ElectraToolkitForTokenClassification(_WithTaskHead):
 
 
 class ElectraToolkitForQuestionAnswering(_WithTaskHead):
-    """Start and end logits [B, S], masked where training masked them (the question, its
-    [SEP], the final [SEP], padding); the end logits are those given each row's most likely
-    start (see `SquadHead.serving_logits`)."""
+    """Start and end logits [B, S]; given `token_type_ids` (question first, as electra's
+    features), masked where training masked them (the question, its [SEP], the final [SEP],
+    padding), else padding only; the end logits are those given each row's most likely start
+    (see `SquadHead.serving_logits`)."""
 
     def make_head(self, config: ElectraToolkitConfig) -> nn.Module:
         return SquadHead(config.hidden_size, v2=config.num_labels == 3)  # 3: SQuAD 2.0

@@ -37,16 +37,18 @@ def _masked(logits: torch.Tensor, p_mask: torch.Tensor) -> torch.Tensor:
 
 def serving_p_mask(attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None
                    ) -> torch.Tensor:
-    """Where no answer may start or end, from what a server has ([CLS] question [SEP] context
-    [SEP], padded): the question and its [SEP] (segment 0 after [CLS]), the final [SEP] and
-    padding; what `electra.tasks.squad.data` marks in training. Without token types, padding
-    only."""
+    """Where no answer may start or end, from what a server has: inputs laid out as electra's
+    SQuAD features are, [CLS] question [SEP] context [SEP] (question first, in segment 0),
+    padded on either side. Masked: the question and its [SEP] (segment 0 after [CLS]), the
+    final [SEP] and padding, as `electra.tasks.squad.data` marks them in training. Without
+    token types, padding only."""
     p_mask = attention_mask == 0
     if token_type_ids is None:
         return p_mask
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
-    last = attention_mask.sum(dim=1, keepdim=True) - 1
-    return p_mask | ((token_type_ids == 0) & (positions != 0)) | (positions == last)
+    first = attention_mask.argmax(dim=1, keepdim=True)  # [CLS]: the first real position
+    last = (positions * attention_mask).amax(dim=1, keepdim=True)  # the final [SEP]
+    return p_mask | ((token_type_ids == 0) & (positions != first)) | (positions == last)
 
 
 @dataclass

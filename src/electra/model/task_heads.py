@@ -58,8 +58,8 @@ def serving_outputs(head_kind: str, head: nn.Module, hidden: torch.Tensor,
     this): the classifier's logits [B, C] (a regression task's prediction [B, 1]; for the
     sigmoid head on labels normalised from `label_range`, mapped back to that range); the
     tagger's per-token logits [B, S, C]; the span head's start and end logits [B, S] (and the
-    unanswerable logit [B] for SQuAD 2.0), masked where training masked them, see
-    `SquadHead.serving_logits`."""
+    unanswerable logit [B] for SQuAD 2.0), masked where training masked them when token types
+    are given (padding only without), see `squad_head.serving_p_mask`."""
     if head_kind == "span":
         outputs = head.serving_logits(hidden, serving_p_mask(attention_mask, token_type_ids))
         return tuple(t for t in outputs if t is not None)
