@@ -322,8 +322,6 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     task = task or get_task(task_name)
     out = Path(out_dir)
     device = resolve_device(settings.device, settings.bf16)
-    if not settings.bf16 and (note := bf16_note(device)):
-        print(note, file=sys.stderr)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     size = settings.size or infer_size(encoder.config.hidden_size)
@@ -342,6 +340,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     plan = single_task_plan(task, features, settings, pad_id,
                             teacher(task, train, features) if teacher else None)
     out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
+    if not settings.bf16 and (note := bf16_note(device)):  # nothing is refused after this
+        print(note, file=sys.stderr)
 
     resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
                 "epochs": epochs, "size": size, **(extra_info or {})}

@@ -124,6 +124,8 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
               show_progress: bool, tensorboard: bool = False,
               init: InitSource | None = None) -> dict[str, Any]:
     run = _set_up(cfg, data_dir, out, resume, info, init)
+    if info.rank == 0 and not cfg.train.bf16 and (note := bf16_note(info.device)):
+        print(note, file=sys.stderr)  # after set-up: nothing is refused any more
     summary = _train_steps(run, show_progress, tensorboard)
     summary["final"] = _export(run)
     barrier(info)
@@ -150,8 +152,6 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
                            f"grad_accum = {per_step}")
     _check_run_dir(out, cfg, data, data_dir, resume)
-    if info.rank == 0 and not tc.bf16 and (note := bf16_note(info.device)):
-        print(note, file=sys.stderr)
 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
     context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
