@@ -24,6 +24,7 @@ from test_train import (
     pretrain_argv,
     read_metrics,
     tiny_config_file,
+    without_notes,
 )
 
 from electra.cli import main
@@ -103,7 +104,7 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes_exactly(
     out = tmp_path / "out"
     proc = run_self_signalling(tmp_path, sig, 2, pretrain_argv(tiny_config, data_dir, out))
     assert proc.returncode == EXIT_PREEMPTED, proc.stderr[-3000:]
-    lines = proc.stderr.splitlines()
+    lines = without_notes(proc.stderr)
     assert len(lines) == 1, lines
     latest = checkpoint.checkpoint_root(out) / "step_00000003"
     assert lines[0] == (f"electra pretrain: stopped by {sig} after step 3 of {STEPS}; "

@@ -79,8 +79,13 @@ def without_speed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in records]
 
 
+def without_notes(err: str) -> list[str]:
+    """stderr's lines but the notes (`note: ...`, e.g. what --bf16 would give here)."""
+    return [line for line in err.splitlines() if not line.startswith("note: ")]
+
+
 def one_error_line(err: str, command: str) -> str:
-    lines = err.splitlines()
+    lines = without_notes(err)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"electra {command}: error:"), lines[0]
     return lines[0]
