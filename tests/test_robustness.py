@@ -203,7 +203,7 @@ def test_finetune_stops_cleanly_and_says_it_has_no_checkpoints(tiny_model, tmp_p
                 "--batch-size", "8", "--epochs", "1", "--quiet"]
         capsys.readouterr()
         assert main(argv) == EXIT_PREEMPTED
-    lines = capsys.readouterr().err.splitlines()
+    lines = without_notes(capsys.readouterr().err)
     assert lines == ["electra finetune: stopped by SIGTERM after step 2 of 8 (user, seed 1); "
                      "fine-tuning keeps no checkpoints: run the same command again to start "
                      "over"]
