@@ -9,6 +9,9 @@ Single->Multi runs distil from the Single run's best models (its teacher predict
 next to them, so the ablations reuse them). Each run is cached: a run whose WORK/<run>/
 results.json exists is not run again, so an interrupted benchmark resumes where it stopped.
 
+`--imdb N` adds IMDB sentiment (labeled reviews from ../shared/data/corpus/aclImdb) as a
+fourth task, built as a user task beside links to the GLUE tasks.
+
 Encoder: `--model DIR`, or (default) a randomly initialised `tiny` encoder with a WordPiece
 vocabulary trained on the tasks' training sentences (at CPU budgets no pre-trained encoder of
 ours has beaten random initialisation; see docs/experiments/bam.md). Prints a JSON object and a
@@ -68,7 +71,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--runs", default=",".join(RUNS), help="subset of " + ", ".join(RUNS))
+    p.add_argument("--imdb", type=int, metavar="N", help="add IMDB sentiment as task IMDB: N "
+                   "labeled training reviews (aclImdb/train, balanced by a seeded shuffle) and "
+                   "N // 4 dev reviews (aclImdb/test); the GLUE tasks are linked beside it")
+    p.add_argument("--corpus-dir", type=Path, default=SHARED / "corpus")
     return p.parse_args(argv)
+
+
+def imdb_sentiment_task(corpus_dir: Path, out: Path, train: int, dev: int, seed: int = 0
+                        ) -> Path:
+    """OUT/{train,dev}.jsonl ({"text", "label": pos|neg}) and task.json: the labeled IMDB
+    reviews as a user task `electra multitask` reads (DATA/<name>/task.json). Reviews are
+    shuffled with `seed` before the first `train` (`dev`) are taken, since the files list the
+    positive reviews first; `<br />` becomes a space."""
+    import gzip
+    import random
+
+    if (out / "task.json").is_file():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    for split, source, n in (("train", "train", train), ("dev", "test", dev)):
+        with gzip.open(corpus_dir / "aclImdb" / f"{source}.jsonl.gz", "rt",
+                       encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        random.Random(seed).shuffle(rows)
+        with open(out / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for row in rows[:n]:
+                text = row["text"].replace("<br />", " ").replace("<br/>", " ")
+                label = row["id"].split("/")[1]  # train/pos/0 -> pos
+                f.write(json.dumps({"text": text, "label": label}) + "\n")
+    (out / "task.json").write_text(json.dumps({"text_a": "text", "label": "label"}) + "\n")
+    return out
+
+
+def task_folder(args: argparse.Namespace, tasks: list[str]) -> Path:
+    """The --data folder `electra multitask` reads: the GLUE folder, or with --imdb one that
+    links the GLUE tasks and holds IMDB/."""
+    if not args.imdb:
+        return args.glue
+    data = args.work / "data"
+    imdb_sentiment_task(args.corpus_dir, data / "IMDB", args.imdb, args.imdb // 4)
+    for name in tasks:
+        link = data / name
+        if name != "IMDB" and not link.exists():
+            link.symlink_to((args.glue / name).resolve(), target_is_directory=True)
+    return data
 
 
 def random_encoder(work: Path, glue: Path, tasks: list[str], vocab_size: int) -> Path:
@@ -136,6 +183,9 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if args.imdb and "IMDB" not in tasks:
+        tasks.append("IMDB")
+    args.glue = task_folder(args, tasks)
     names = [n for n in RUNS if n in args.runs.split(",")]
     if any(RUNS[n][1] for n in names) and "single" not in names:
         names.insert(0, "single")  # the teachers

@@ -1,0 +1,25 @@
+"""experiments.bam's IMDB sentiment task: built from the labeled reviews in ../shared/data, read
+by `electra multitask` as a user task beside the GLUE tasks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from electra.multitask.train import resolve_task
+from experiments import bam
+
+IMDB = bam.SHARED / "corpus" / "aclImdb" / "train.jsonl.gz"
+
+
+@pytest.mark.skipif(not IMDB.is_file(), reason="no labeled IMDB reviews in ../shared/data")
+def test_imdb_task_is_shuffled_labeled_and_readable(tmp_path):
+    folder = bam.imdb_sentiment_task(bam.SHARED / "corpus", tmp_path / "IMDB", 200, 50)
+    rows = [json.loads(line) for line in (folder / "train.jsonl").read_text().splitlines()]
+    assert len(rows) == 200 and all("<br" not in r["text"] for r in rows)
+    labels = [r["label"] for r in rows]
+    assert set(labels) == {"pos", "neg"} and 60 < labels.count("pos") < 140  # not pos-first
+    task, data = resolve_task("IMDB", tmp_path)
+    assert len(task.read(data, "train")) == 200  # DATA/IMDB/, as multitask reads it
+    assert len(task.read(data, "dev")) == 50
