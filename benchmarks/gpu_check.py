@@ -131,11 +131,8 @@ def pretrain(args: argparse.Namespace, bundle: Path, work: Path, device: torch.d
             "--out", out, "--steps", steps, "--warmup-steps", max(1, steps // 10),
             "--eval-every", steps // 2 if toy else steps // 10,
             "--log-every", max(1, steps // 50),
-            "--save-every", steps, "--device", device.type, "--quiet"]
-    if toy:
-        argv += ["--batch-size", 8]
-    else:
-        argv += ["--bf16"]
+            "--save-every", steps, "--device", device.type, "--quiet",
+            *(["--batch-size", 8] if toy else ["--bf16"])]
     started = time.perf_counter()
     _run(argv)
     seconds = time.perf_counter() - started
@@ -168,11 +165,8 @@ def finetune(args: argparse.Namespace, bundle: Path, work: Path, device: torch.d
         out = work / f"sst2-{name}"
         argv = ["finetune", "--model", source, "--task", "SST-2", "--data", bundle / "glue",
                 "--out", out, "--epochs", 1, "--seeds", 1, "--device", device.type,
-                "--max-train-examples", 64 if toy else args.finetune_examples, "--quiet"]
-        if toy:
-            argv += ["--max-eval-examples", 64]
-        else:
-            argv += ["--bf16"]
+                "--max-train-examples", 64 if toy else args.finetune_examples, "--quiet",
+                *(["--max-eval-examples", 64] if toy else ["--bf16"])]
         started = time.perf_counter()
         _run(argv)
         result = json.loads((out / "results.json").read_text())
