@@ -374,6 +374,7 @@ def device_side(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, batches: l
         torch.cuda.reset_peak_memory_stats()
     model = build("ref" if side == "ref" else "ours", cfg, gen_cfg, seed=0).to(device)
     if side == "ours_compiled":
+        torch._dynamo.reset()  # graphs of earlier presets and lengths neither help nor count
         compile_layers(model)
     step = make_step(model, "ref" if side == "ref" else "ours", bf16, device=device)
     times = []

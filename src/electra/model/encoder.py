@@ -357,6 +357,9 @@ class Generator(nn.Module):
             hidden, self.electra.embeddings.word_embeddings.weight, self.output_bias)
 
 
+MIN_RECOMPILE_LIMIT = 64
+
+
 def compile_layers(module: nn.Module) -> int:
     """torch.compile every Transformer layer under `module`, in place; returns how many.
 
@@ -364,7 +367,19 @@ def compile_layers(module: nn.Module) -> int:
     while the objectives gather a data-dependent number of masked positions, which would
     break the graph or recompile. Every objective's encoders (TEAMS' extra layer and the
     two-tower generator included) are built from these layers, and `Module.compile` keeps the
-    parameter names, so checkpoints and exports are unchanged."""
+    parameter names, so checkpoints and exports are unchanged.
+
+    All layers share one code object, and each generator/discriminator width, train/eval mode
+    and padded/unpadded batch is a graph of its own: torch's default limit of 8 per code object
+    was reached in one benchmark process (ELECTRA-Small then -Base), after which dynamo runs
+    further shapes eagerly. The limit is raised to at least 64."""
+    import torch._dynamo  # only when compiling: importing dynamo takes a while
+
+    dynamo_config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):  # the newer name, then the older
+        if hasattr(dynamo_config, name):
+            setattr(dynamo_config, name, max(getattr(dynamo_config, name), MIN_RECOMPILE_LIMIT))
+            break
     layers = [m for m in module.modules() if isinstance(m, TransformerLayer)]
     for layer in layers:
         layer.compile()
