@@ -31,7 +31,7 @@ from experiments.ladder_on_mix import imdb_reviews
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MODELS = ("start", "in-domain", "general")
 LABELS = {"start": "(a) general text only", "in-domain": "(b) + in-domain (IMDB)",
-          "general": "(c) + as much general text (NLTK)"}
+          "general": "(c) + as much general text"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -97,7 +97,8 @@ def corrupt(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, special: Speci
                 gen_logits = generator(gen_input, batch["token_type_ids"], attention_mask,
                                        positions)
             gen_loss = mlm_loss(gen_logits, targets)
-        counts["gen_correct"] = (gen_logits.detach().argmax(-1) == targets).sum().float()
+        # argmax in fp32: exact for bf16 logits, and twice as fast as bf16's on CPU.
+        counts["gen_correct"] = (gen_logits.detach().float().argmax(-1) == targets).sum().float()
         logits = gen_logits
     else:
         logits = sampler.logits(targets.numel())

@@ -78,7 +78,9 @@ def categorical_sample(logits: torch.Tensor,
     softmax and its running sum are in float64: in fp32 the sum over 30k entries can be off by
     ~1e-5, a third of an average token's probability."""
     with torch.no_grad():
-        cdf = torch.softmax(logits.detach(), dim=-1, dtype=torch.float64).cumsum_(-1)
+        # Cast, then softmax: the same float64 values as softmax(dtype=float64), which takes a
+        # slower mixed-dtype path on CPU (38 against 31 ms with the cumsum, 586 x 30,522).
+        cdf = logits.detach().double().softmax(dim=-1).cumsum_(-1)
         u = torch.rand((*cdf.shape[:-1], 1), generator=generator, dtype=torch.float64,
                        device=cdf.device) * cdf[..., -1:]
         # right=True: the first entry whose cumulative sum exceeds u, never a zero-probability one

@@ -20,7 +20,7 @@ MLM_METRICS: dict[str, Ratio] = {"mlm_acc": ("mlm_correct", "mlm_predicted")}
 def mlm_counts(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
     """Summable accuracy counts of the model being pre-trained ("mlm_acc")."""
     return {"mlm_predicted": torch.tensor(float(targets.numel())),
-            "mlm_correct": (logits.detach().argmax(-1) == targets).sum().float()}
+            "mlm_correct": (logits.detach().float().argmax(-1) == targets).sum().float()}
 
 
 class MlmObjective(Objective):
