@@ -142,6 +142,19 @@ def test_categorical_sampling_follows_softmax_without_gradient(monkeypatch):
             assert categorical_sample(never).item() == expected
 
 
+def test_categorical_sampling_cdf_is_the_float64_softmax_of_the_logits():
+    """The CDF is computed by casting to float64 first (faster on CPU than softmax's dtype
+    argument); the samples are those of softmax(logits, dtype=float64), bit for bit."""
+    logits = (torch.randn(64, 3000, generator=torch.Generator().manual_seed(2)) * 4)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = logits.to(dtype)
+        cdf = torch.softmax(x, dim=-1, dtype=torch.float64).cumsum(-1)
+        u = torch.rand((64, 1), generator=torch.Generator().manual_seed(3),
+                       dtype=torch.float64) * cdf[:, -1:]
+        expected = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_max(2999)
+        assert torch.equal(categorical_sample(x, torch.Generator().manual_seed(3)), expected)
+
+
 def test_gumbel_sampling_is_fp32_without_gradient_and_follows_softmax():
     logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]], requires_grad=True)
     samples = gumbel_sample(logits.to(torch.bfloat16).expand(20000, 4))

@@ -82,13 +82,13 @@ def bf16_note(device: torch.device) -> str:
     AMX); "" elsewhere. fp32 stays the default on purpose: the same command then gives the same
     numbers on every machine (bf16 is refused where it is not native), and the demo's and
     the recipes' published figures are fp32. Measured on a 2-core AVX512-BF16 EPYC
-    (docs/speed.md): pre-training 1.6-1.7x faster, fine-tuning 2.2-2.6x."""
+    (docs/speed.md): pre-training 1.8-2.0x faster, fine-tuning 2.2-2.6x."""
     if device.type == "cuda":
         return ("note: this GPU computes bf16 natively; --bf16 (autocast) is how the paper's "
                 "models are trained and is much faster than fp32 here")
     if device.type == "cpu" and cpu_has_fast_bf16():
         return ("note: this CPU computes bf16 natively (AVX512-BF16 or AMX); --bf16 trained "
-                "1.6x faster (pre-training) to 2.6x (fine-tuning) than this fp32 run on such a "
+                "1.8x faster (pre-training) to 2.6x (fine-tuning) than this fp32 run on such a "
                 "CPU (docs/speed.md)")
     return ""
 
