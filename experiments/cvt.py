@@ -72,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="another data directory for a task (default: ../shared/data)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="CVT config override for every run (e.g. lstm1=512)")
+    p.add_argument("--word-vectors", type=Path, help="initial word vectors for every run "
+                   "(`electra cvt-vectors`; default: random, as in runs without GloVe)")
     args = p.parse_args(argv)
     args.dirs = dict(DATA)
     for item in args.data:
@@ -102,6 +104,7 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
             tasks=tasks, data=data, out=str(out), preset=args.preset, overrides=args.overrides,
             unlabeled=args.unlabeled, max_unlabeled=args.max_unlabeled, steps=steps, cvt=cvt,
             seed=seed, train_sentences=None if size == "full" else int(size), save_every=100,
+            word_vectors=str(args.word_vectors) if args.word_vectors else None,
             resume=(out / "run.json").is_file())
         t0 = time.time()
         try:

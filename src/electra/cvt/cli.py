@@ -1,4 +1,4 @@
-"""The `electra cvt`, `electra cvt-evaluate` and `electra cvt-predict` subcommands: a command
+"""The `electra cvt`, `cvt-evaluate`, `cvt-predict` and `cvt-vectors` subcommands: a command
 group (`electra.cli` lists this module and calls its `add_parsers`), so this file owns every CVT
 flag; see docs/cvt.md."""
 
@@ -53,6 +53,15 @@ def _run_predict(args) -> None:
     from electra.cvt.run import run_predict
 
     print(json.dumps(run_predict(args.model, args.input, args.output, args.task), indent=2))
+
+
+def _run_vectors(args) -> None:
+    from electra.cvt.word_vectors import train_word_vectors
+
+    print(json.dumps(train_word_vectors(
+        args.corpus, args.out, dim=args.dim, epochs=args.epochs, window=args.window,
+        min_count=args.min_count, max_sentences=args.max_sentences, seed=args.seed,
+        workers=args.workers, text_field=args.text_field), indent=2))
 
 
 def _tasks_help() -> str:
@@ -115,3 +124,24 @@ def add_parsers(sub) -> None:
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.set_defaults(func=_run_predict)
+
+    p = sub.add_parser("cvt-vectors", help="word2vec vectors for --word-vectors, from unlabeled "
+                       "text (needs electra[vectors])",
+                       description="Train skip-gram word2vec (gensim) on unlabeled text, "
+                       "tokenised and normalised as `electra cvt` reads it, and write the "
+                       "word2vec text file `electra cvt --word-vectors` takes. The paper starts "
+                       "from GloVe (section 4.2); this makes vectors from the text at hand.")
+    p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS",
+                   help="files or directories `electra prepare` reads")
+    p.add_argument("--out", required=True, help="the vectors file to write")
+    p.add_argument("--dim", type=int, default=100,
+                   help="vector size: the CVT preset's word_dim (small 100, paper 300)")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--window", type=int, default=5)
+    p.add_argument("--min-count", type=int, default=2, help="drop rarer words")
+    p.add_argument("--max-sentences", type=int, help="use the first N sentences")
+    p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1,
+                   help="training threads (more is faster, but no longer reproducible)")
+    p.set_defaults(func=_run_vectors)
