@@ -39,9 +39,9 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.pretrain_throughput import build, configs, make_batches, make_step
+from benchmarks.pretrain_throughput import build, build_on, configs, make_batches, make_step
 from electra.fileutil import write_atomic
-from electra.model.encoder import compile_layers, known_padding
+from electra.model.encoder import known_padding
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -111,13 +111,8 @@ def step_for(side: str, preset: str, batch_size: int, sizes: Sizes
     """A closure running one optimiser step of `side` ("ours", "ours_compiled" or "ref") on a
     fixed batch, and its tokens."""
     cfg, gen_cfg = configs(sizes.seq_len, sizes.vocab, preset)
-    model = build("ours" if side == "ours_compiled" else side, cfg, gen_cfg,
-                  seed=0).to(sizes.device)
-    if side == "ours_compiled":
-        torch._dynamo.reset()
-        compile_layers(model)
-        side = "ours"
-    step = make_step(model, side, sizes.bf16, device=sizes.device)
+    model = build_on(side, cfg, gen_cfg, sizes.device)
+    step = make_step(model, "ref" if side == "ref" else "ours", sizes.bf16, device=sizes.device)
     batch = make_batches(1, batch_size, sizes.seq_len, sizes.vocab, seed=1)[0]
     return (lambda: step(batch)), batch_size * sizes.seq_len
 

@@ -180,6 +180,17 @@ def build(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, seed: int) -> nn
                             obj.disc_weight)
 
 
+def build_on(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, device: torch.device
+             ) -> nn.Module:
+    """`build` on `device` for a timed side: "ours", "ours_compiled" (every layer under
+    torch.compile, `--compile`) or "ref"."""
+    model = build("ref" if side == "ref" else "ours", cfg, gen_cfg, seed=0).to(device)
+    if side == "ours_compiled":
+        torch._dynamo.reset()  # graphs of earlier presets and lengths neither help nor count
+        compile_layers(model)
+    return model
+
+
 def make_step(model: nn.Module, side: str, bf16: bool, lr: float = 5e-4,
               device: torch.device | None = None) -> Callable[[Batch], dict]:
     """One optimiser step on a host batch, as the training loop takes it (copied to `device`,
@@ -372,10 +383,7 @@ def device_side(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, batches: l
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    model = build("ref" if side == "ref" else "ours", cfg, gen_cfg, seed=0).to(device)
-    if side == "ours_compiled":
-        torch._dynamo.reset()  # graphs of earlier presets and lengths neither help nor count
-        compile_layers(model)
+    model = build_on(side, cfg, gen_cfg, device)
     step = make_step(model, "ref" if side == "ref" else "ours", bf16, device=device)
     times = []
     for r in range(args.warmup + args.rounds):

@@ -59,7 +59,7 @@ def train_word_vectors(paths: Sequence[str | Path], out: str | Path, dim: int = 
     if not sentences:
         raise ElectraError(f"no sentences of 2 or more words in {', '.join(map(str, paths))}")
     counts = Counter(w for words in sentences for w in words)
-    if not counts or max(counts.values()) < min_count:
+    if max(counts.values()) < min_count:  # sentences hold 2 or more words: counts is not empty
         raise ElectraError(f"no word occurs {min_count} times or more: lower --min-count")
     random.Random(seed).shuffle(sentences)  # corpora come ordered by source; SGD prefers mixed
     model = Word2Vec(sentences, vector_size=dim, window=window, min_count=min_count, sg=1,

@@ -10,7 +10,13 @@ import torch.nn.functional as F
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.model.encoder import Generator, init_weights
-from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput, Ratio
+from electra.objectives.base import (
+    Objective,
+    ObjectiveContext,
+    ObjectiveOutput,
+    Ratio,
+    argmax_hits,
+)
 from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_positions
 
 # The accuracy of the MLM being pre-trained (mlm, replace-mlm, all-tokens-mlm).
@@ -20,7 +26,7 @@ MLM_METRICS: dict[str, Ratio] = {"mlm_acc": ("mlm_correct", "mlm_predicted")}
 def mlm_counts(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
     """Summable accuracy counts of the model being pre-trained ("mlm_acc")."""
     return {"mlm_predicted": torch.tensor(float(targets.numel())),
-            "mlm_correct": (logits.detach().float().argmax(-1) == targets).sum().float()}
+            "mlm_correct": argmax_hits(logits, targets)}
 
 
 class MlmObjective(Objective):
@@ -58,8 +64,8 @@ class MlmObjective(Objective):
         positions = masked.view(-1).nonzero().squeeze(1)
         targets = input_ids.view(-1).index_select(0, positions)
         logits = self.model(corrupted, batch["token_type_ids"], batch["attention_mask"],
-                            positions)
-        mlm_loss = F.cross_entropy(logits.float(), targets)
+                            positions).float()  # one fp32 copy for the loss and the counts
+        mlm_loss = F.cross_entropy(logits, targets)
         return ObjectiveOutput(loss=mlm_loss, losses={"mlm_loss": mlm_loss.detach()},
                                counts=mlm_counts(logits, targets),
                                details={"corrupted": corrupted, "masked": masked})

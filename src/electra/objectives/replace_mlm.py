@@ -113,8 +113,8 @@ class ReplaceMlmObjective(Objective):
             mlm_loss, mlm_count = self._all_tokens_loss(c.noised, input_ids, token_type_ids,
                                                         attention_mask)
         else:
-            logits = self.model(c.noised, token_type_ids, attention_mask, c.positions)
-            mlm_loss = F.cross_entropy(logits.float(), c.targets)
+            logits = self.model(c.noised, token_type_ids, attention_mask, c.positions).float()
+            mlm_loss = F.cross_entropy(logits, c.targets)
             mlm_count = mlm_counts(logits, c.targets)
         losses["mlm_loss"] = mlm_loss.detach()
         counts.update(mlm_count)
