@@ -23,3 +23,18 @@ def test_imdb_task_is_shuffled_labeled_and_readable(tmp_path):
     task, data = resolve_task("IMDB", tmp_path)
     assert len(task.read(data, "train")) == 200  # DATA/IMDB/, as multitask reads it
     assert len(task.read(data, "dev")) == 50
+
+
+def test_a_user_task_teacher_is_found_under_its_own_name():
+    """Single->Multi reads each teacher back by task name; a user task (IMDB) is saved under
+    its own name, which the task registry does not know."""
+    import pytest as _pytest
+
+    from electra.errors import ElectraError
+    from electra.finetune.predict import _restore_task
+    from electra.tasks.user import UserTask
+
+    info = {"task": UserTask(text_a="text", label="label", task_name="IMDB").state()}
+    assert _restore_task(info, "IMDB").name == "IMDB"
+    with _pytest.raises(ElectraError, match="fine-tuned on IMDB, not SST-2"):
+        _restore_task(info, "SST-2")

@@ -123,9 +123,18 @@ def eval_settings(settings: FinetuneSettings | None, info: dict, max_seq_len: in
     return settings
 
 
+def _canonical(task_name: str) -> str | None:
+    """The registry's name for `task_name`; None for a user task (DATA/<name>/task.json), which
+    is saved under its own name."""
+    try:
+        return get_task_name(task_name)
+    except ElectraError:
+        return None
+
+
 def _restore_task(info: dict, task_name: str | None) -> Task:
     saved = info["task"]["name"]
     task = task_from_state(info["task"])
-    if task_name is not None and get_task_name(task_name) != saved:
+    if task_name is not None and task_name != saved and _canonical(task_name) != saved:
         raise ElectraError(f"the model was fine-tuned on {saved}, not {task_name}")
     return task
