@@ -68,6 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-unlabeled", type=int, default=100_000)
     p.add_argument("--threads", type=int, default=1, help="torch threads per run")
     p.add_argument("--jobs", type=int, default=2, help="runs trained at once (processes)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where each run trains (auto: CUDA where there is one; several --jobs "
+                   "share one GPU)")
     p.add_argument("--data", action="append", default=[], metavar="TASK=DIR",
                    help="another data directory for a task (default: ../shared/data)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -105,7 +108,7 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
             unlabeled=args.unlabeled, max_unlabeled=args.max_unlabeled, steps=steps, cvt=cvt,
             seed=seed, train_sentences=None if size == "full" else int(size), save_every=100,
             word_vectors=str(args.word_vectors) if args.word_vectors else None,
-            resume=(out / "run.json").is_file())
+            resume=(out / "run.json").is_file(), device=args.device)
         t0 = time.time()
         try:
             res = run_train(settings, progress=False)
@@ -113,7 +116,7 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
             raise ElectraError(f"{err} (experiments/cvt.py: a run dir of WORK trains on from "
                                "its last stage; use a new --work for shorter runs)") from None
         entry = {"name": name, "tasks": tasks, "size": size, "cvt": cvt, "seed": seed,
-                 "steps": steps, "scores": res["scores"],
+                 "steps": steps, "device": _device_name(args.device), "scores": res["scores"],
                  "train_seconds": res["train_seconds"],
                  "wall_seconds": round(time.time() - t0, 1),
                  "unlabeled_sentences": res["unlabeled_sentences"],
@@ -250,6 +253,13 @@ def _curve(staged: list[list[dict]], task: str, size: str, method: str) -> dict[
             if r["size"] == size and task in r["tasks"] and _method(r) == method:
                 at.setdefault(r["steps"], []).append(r["scores"][task][METRIC[task]])
     return {str(k): round(100 * statistics.median(v), 2) for k, v in sorted(at.items())}
+
+
+def _device_name(device: str) -> str:
+    """What a result was trained on: the CPU or the GPU's name."""
+    if device == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return torch.cuda.get_device_name()
 
 
 def _method(run: dict) -> str:

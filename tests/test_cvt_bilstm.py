@@ -8,13 +8,24 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from electra.cvt.bilstm import bilstm, reverse_within
+from electra.cvt.bilstm import bilstm, packed_lstm, reverse_within
 from electra.cvt.encoder import CharCNN
 
 
 def _packed(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=x.shape[1])[0]
+
+
+def test_the_gpu_path_is_torchs_packed_lstm():
+    """`packed_lstm`, the path CUDA inputs take, is the reference `_packed` computes, which
+    the loop matches."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(5, 12, batch_first=True, bidirectional=True, proj_size=6).double()
+    lengths = torch.tensor([6, 3, 1, 5])
+    x = torch.randn(4, 7, 5, dtype=torch.float64)
+    assert torch.equal(packed_lstm(lstm, x, lengths), _packed(lstm, x, lengths))
+    assert torch.allclose(packed_lstm(lstm, x, lengths), bilstm(lstm, x, lengths), atol=1e-12)
 
 
 @pytest.mark.parametrize("proj", [0, 6])

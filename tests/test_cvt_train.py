@@ -86,6 +86,37 @@ def test_resume_is_exact(data, tmp_path):
         run_train(_settings(data, split, steps=6, seed=4, resume=True))
 
 
+def test_checkpoints_take_lstm_weights_that_are_views_of_one_buffer(tmp_path):
+    """On a GPU, cuDNN keeps each LSTM's weights as views of one flat buffer, which
+    safetensors' `save_model` refuses; CVT's checkpoints write (and read) them as separate
+    tensors. The flat buffer is built by hand here, on the CPU."""
+    from safetensors.torch import save_model
+    from torch import nn
+
+    from electra.train import checkpoint as ckpt
+
+    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    params = list(lstm.parameters())
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    for p in params:
+        p.data = flat[offset: offset + p.numel()].view_as(p)
+        offset += p.numel()
+    opt = torch.optim.SGD(lstm.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0)
+    with pytest.raises(RuntimeError):
+        save_model(lstm, str(tmp_path / "refused.safetensors"))
+    tmp = ckpt.begin(tmp_path / "run", 7)
+    ckpt.write_main(tmp, lstm, opt, sched, 7, untied=True)
+    ckpt.write_rng(tmp, 0)
+    saved = ckpt.commit(tmp, tmp_path / "run", 7, {}, keep=1)
+    fresh = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    opt2 = torch.optim.SGD(fresh.parameters(), lr=0.1)
+    sched2 = torch.optim.lr_scheduler.LambdaLR(opt2, lambda t: 1.0)
+    assert ckpt.load(saved, fresh, opt2, sched2, rank=0, untied=True) == 7
+    assert all(torch.equal(a, b) for a, b in zip(fresh.parameters(), params, strict=True))
+
+
 def test_sampler_state_is_its_position():
     a = Sampler([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], 3, seed=7, pool=2)
     first = [a.next() for _ in range(5)]

@@ -34,7 +34,7 @@ def _run_train(args) -> None:
                       max_unlabeled=args.max_unlabeled, text_field=args.text_field,
                       steps=args.steps, epochs=args.epochs, cvt=not args.no_cvt, seed=args.seed,
                       train_sentences=args.train_sentences, word_vectors=args.word_vectors,
-                      resume=args.resume, save_every=args.save_every)
+                      resume=args.resume, save_every=args.save_every, device=args.device)
     if s.cvt and not s.unlabeled:
         raise ElectraError("CVT needs --unlabeled CORPUS (or --no-cvt for supervised training)")
     show = not args.quiet and sys.stderr.isatty()
@@ -104,6 +104,8 @@ def add_parsers(sub) -> None:
                    help="any CVT config field, e.g. --set lstm1=512")
     p.add_argument("--save-every", type=int, default=500, help="steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto: CUDA where there is one (a run may resume on another device)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_train)
 

@@ -31,6 +31,7 @@ from electra.cvt.model import CVTModel, save_model_dir
 from electra.cvt.modules import cvt_loss, supervised_loss
 from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
+from electra.device import to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.train import checkpoint as ckpt
@@ -60,7 +61,7 @@ def unlabeled_loss(model: CVTModel, batch: dict[str, torch.Tensor], cfg: CVTConf
         teacher_enc = model.encode(batch, keep=1.0)
         teachers = {name: head(teacher_enc) for name, head in model.heads.items()}
     enc = model.encode(batch, keep=cfg.keep_unlabeled)
-    total = torch.zeros(())
+    total = torch.zeros((), device=enc.mask.device)
     parts: dict[str, float] = {}
     for name, head in model.heads.items():
         for view, logits in head.auxiliary(enc).items():
@@ -154,13 +155,14 @@ def predict(model: CVTModel, task: CVTTask, sents: Sequence[Sentence], vocab: Vo
             batch_size: int = 64) -> list:
     """Primary-module predictions, in input order (batches of similar length for speed)."""
     model.eval()
+    device = next(model.parameters()).device
     order = sorted(range(len(sents)), key=lambda i: len(sents[i].words))
     preds: list[Any] = [None] * len(sents)
     for start in range(0, len(order), batch_size):
         idx = order[start: start + batch_size]
         batch = encode_words([sents[i].words for i in idx], vocab, model.cfg.max_word_len)
         head = model.heads[task.name]
-        decoded = head.decode(head(model.encode(batch, keep=1.0)))
+        decoded = head.decode(head(model.encode(to_device(batch, device), keep=1.0)))
         for i, p in zip(idx, task.to_strings(decoded, batch["lengths"].tolist()), strict=True):
             preds[i] = p
     return preds
@@ -183,9 +185,10 @@ def _labeled_batch(task: CVTTask, sents: list[Sentence], vocab: Vocab, cfg: CVTC
 def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA,
                      samplers: dict[str, Sampler], state: dict[str, Any]) -> None:
     tmp = ckpt.begin(out, step)
-    ckpt.write_main(tmp, model, optimizer, scheduler, step)
+    ckpt.write_main(tmp, model, optimizer, scheduler, step, untied=True)  # cuDNN LSTMs
     ckpt.write_rng(tmp, 0)
-    save_file({k: v.contiguous() for k, v in ema.shadow.items()}, str(tmp / "ema.safetensors"))
+    save_file({k: v.cpu().contiguous() for k, v in ema.shadow.items()},
+              str(tmp / "ema.safetensors"))
     torch.save({"samplers": {k: s.state_dict() for k, s in samplers.items()},
                 "ema_updates": ema.updates, **state}, tmp / "cvt_state.pt")
     ckpt.commit(tmp, out, step, {"kind": "cvt"}, keep=2)
@@ -209,6 +212,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     model = model or CVTModel(cfg, vocab, data.tasks)
+    device = next(model.parameters()).device  # the caller's choice (run.run_train: --device)
     optimizer = make_optimizer(model, cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(cfg))
     ema = EMA(model, cfg.ema_decay)
@@ -220,12 +224,12 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     start, elapsed = 0, 0.0
     latest = ckpt.find_latest(out) if resume else None
     if latest is not None:
-        start = ckpt.load(latest, model, optimizer, scheduler, rank=0)
+        start = ckpt.load(latest, model, optimizer, scheduler, rank=0, untied=True)
         if start > steps:
             raise ElectraError(f"{latest}: this run is already at step {start}, past the "
                                f"{steps} steps asked for; ask for at least {start}, or use "
                                "a new --out")
-        ema.shadow = {k: v for k, v in load_file(str(latest / "ema.safetensors")).items()}
+        ema.shadow = load_file(str(latest / "ema.safetensors"), device=str(device))
         state = torch.load(latest / "cvt_state.pt", weights_only=False)
         ema.updates = state["ema_updates"]
         for k, s in samplers.items():
@@ -245,13 +249,15 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             model.train()
             task = data.tasks[supervised_task_index(sizes, seed, loop.step)]
             sents = [data.train[task.name][i] for i in samplers[task.name].next()]
-            sup = labeled_loss(model, task, _labeled_batch(task, sents, vocab, cfg), cfg)
+            batch = to_device(_labeled_batch(task, sents, vocab, cfg), device)
+            sup = labeled_loss(model, task, batch, cfg)
             sup.backward()
             loop.update(update, sup.detach())
             last = {"sup": sup.item(), "task": task.name}
             if cvt:
                 words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
-                loss, _ = unlabeled_loss(model, encode_words(words, vocab, cfg.max_word_len), cfg)
+                batch = to_device(encode_words(words, vocab, cfg.max_word_len), device)
+                loss, _ = unlabeled_loss(model, batch, cfg)
                 weighted = cfg.cvt_weight * loss
                 weighted.backward()
                 loop.update(update, weighted.detach())

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from electra.errors import ElectraError
@@ -57,8 +57,16 @@ def write_rng(tmp: Path, rank: int) -> None:
     torch.save(rng_state(), tmp / f"rng_rank{rank}.pt")
 
 
-def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int) -> None:
-    save_model(model, str(tmp / "model.safetensors"))
+def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int,
+               untied: bool = False) -> None:
+    """`untied`: the model ties no weights, so each tensor is written as a host copy of its
+    own. That also takes parameters that are views of one buffer (cuDNN's LSTM weights on a
+    GPU), which `save_model`, made to drop the duplicates of tied weights, refuses."""
+    if untied:
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
+                  str(tmp / "model.safetensors"))
+    else:
+        save_model(model, str(tmp / "model.safetensors"))
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                 "step": step}, tmp / "trainer.pt")
 
@@ -118,19 +126,22 @@ def verify(path: Path) -> dict[str, Any]:
 
 
 def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
-         world_size: int | None = None) -> int:
+         world_size: int | None = None, untied: bool = False) -> int:
     """Restore model, optimizer, schedule and this rank's RNG; return the step.
 
     With `world_size`, a checkpoint written by another number of processes is refused on
     every rank alike (each rank's RNG stream is saved, so continuing exactly needs the same
-    number), instead of failing on some ranks only and hanging the others."""
+    number), instead of failing on some ranks only and hanging the others. `untied`: as
+    `write_main` wrote it."""
     saved_world = read_meta(path).get("world_size")
     if world_size is not None and saved_world is not None and saved_world != world_size:
         raise ElectraError(f"{path}: written by {saved_world} process(es), resumed with "
                            f"{world_size}; resuming with a different number of processes is "
                            "not supported")
     try:
-        missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
+        weights = str(path / "model.safetensors")
+        missing, unexpected = (model.load_state_dict(load_file(weights), strict=False) if untied
+                               else load_model(model, weights, strict=False))
         trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
         rng_file = path / f"rng_rank{rank}.pt"
         rng = torch.load(rng_file, map_location="cpu", weights_only=False)
