@@ -107,3 +107,37 @@ def test_resuming_a_run_that_is_past_the_steps_asked_for_is_an_error(tmp_path):
     bench.main([*base, "--steps", "4"])
     with pytest.raises(ElectraError, match="already at step 4, past the 2 steps"):
         bench.main([*base, "--steps", "2"])
+
+
+def _entry(name, tasks, cvt, seed, steps, score):
+    metric = {"chunk": "f1", "dep": "las"}
+    return {"name": name, "tasks": tasks, "cvt": cvt, "seed": seed, "steps": steps,
+            "scores": {t: {metric[t]: score} for t in tasks}}
+
+
+def test_curves_plot_the_median_over_seeds_at_each_stage(tmp_path, capsys):
+    curves = importlib.import_module("experiments.cvt_curves")
+    work = tmp_path / "work"
+    (work / "results").mkdir(parents=True)
+    runs = [_entry("chunk-10-cvt-s0", ["chunk"], True, 0, 100, 0.80),
+            _entry("chunk-10-cvt-s1", ["chunk"], True, 1, 100, 0.90),
+            _entry("chunk-10-cvt-s2", ["chunk"], True, 2, 100, 0.70),
+            _entry("chunk-10-cvt-s0", ["chunk"], True, 0, 200, 0.95),
+            _entry("chunk-10-supervised-s0", ["chunk"], False, 0, 100, 0.85),
+            _entry("mt-chunk+dep-10-s0", ["chunk", "dep"], True, 0, 100, 0.5)]
+    for i, r in enumerate(runs):
+        (work / "results" / f"{i}.json").write_text(json.dumps(r))
+    listed = tmp_path / "vectors.json"
+    listed.write_text(json.dumps(runs[:1]))
+    out = curves.main([f"{work}=random", f"{listed}=word2vec", "--out",
+                       str(tmp_path / "curves.png")])
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    series = out["series"]
+    assert series["chunk/random/cvt"] == {"100": 80.0, "200": 95.0}  # median of 80, 90, 70
+    assert series["chunk/random/supervised"] == {"100": 85.0}
+    assert series["chunk/random/multitask"] == {"100": 50.0}
+    assert series["dep/random/multitask"] == {"100": 50.0}
+    assert series["chunk/word2vec/cvt"] == {"100": 80.0}
+    assert json.loads(capsys.readouterr().out) == out
+    with pytest.raises(ElectraError, match="no results"):
+        curves.main([str(tmp_path), "--out", str(tmp_path / "x.png")])
