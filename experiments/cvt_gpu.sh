@@ -9,8 +9,9 @@
 # The lent machine sees neither ../shared nor a package index; `prepare` copies CoNLL-2000,
 # UD EWT, NLTK Reuters and the word2vec vectors (`electra cvt-vectors`, runs/cvt_vectors) into
 # .cvt_bundle (26 MB). Order: a 20-step smoke test of every task and method (stops the script
-# if it fails), the 1,000-label grid from random and word2vec embeddings side by side, then the
-# full-data grid beside the CVT ablations on chunking, then longer scarce-label curves.
+# if it fails), the 1,000-label grid from random and word2vec embeddings side by side, CVT at a
+# quarter of its loss weight on the same grid, then the full-data grid beside the CVT ablations
+# on chunking, then longer scarce-label curves.
 # J runs per invocation share the GPU (12 at once took 0.37 s per CVT step each on an H100,
 # 2026-11-26). A CPU dry run: W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4 S3=4,8,12 SMOKE=3 ... 900
 set -u
@@ -41,6 +42,8 @@ grid="--sizes 1000 --seeds 0,1,2 --methods supervised,cvt,multitask --steps $S1 
 cvt base-1000 --tasks chunk,pos,dep $grid & a=$!
 cvt w2v-1000 --tasks chunk,pos,dep $grid --word-vectors $B/reuters-w2v-100.txt & b=$!
 wait $a $b
+# a quarter of L_CVT's weight led on chunking from 300 steps (CPU, one seed): all tasks, 3 seeds
+cvt w025-1000 --tasks chunk,pos,dep --sizes 1000 --seeds 0,1,2 --methods cvt,multitask --steps $S1 --jobs $((2*J)) --set cvt_weight=0.25
 cvt base-full --tasks chunk,pos,dep --sizes full --seeds 0,1,2 --methods supervised,cvt,multitask --steps $S2 --jobs $J & a=$!
 abl() { for x in "$@"; do cvt abl-${x/=/-} --tasks chunk --sizes 1000 --seeds 0,1,2 --methods cvt --steps $S1 --jobs 3 --set $x; done; }
 abl cvt_weight=0.5 cvt_weight=0.25 keep_unlabeled=1.0 & b=$!
