@@ -276,8 +276,12 @@ def test_paper_preset_is_table_4_1():
 
 def test_cvt_weight_scales_the_unlabeled_loss_and_defaults_to_the_papers_1(data, tmp_path):
     """L = L_sup + L_CVT (4.1.1) by default; `cvt_weight` (not in the paper) scales L_CVT.
-    At weight 0 the auxiliary modules, trained by L_CVT alone, stop moving."""
+    The `small-cpu` preset is `small` at a quarter weight. At weight 0 the auxiliary modules,
+    trained by L_CVT alone, stop moving."""
     assert make_config("paper").cvt_weight == 1.0 and make_config("small").cvt_weight == 1.0
+    small, cpu = make_config("small").to_dict(), make_config("small-cpu").to_dict()
+    assert {k for k in small if small[k] != cpu[k]} == {"cvt_weight"}
+    assert cpu["cvt_weight"] == 0.25
     with pytest.raises(Exception, match="cvt_weight"):
         make_config("small", {"cvt_weight": -1.0})
 

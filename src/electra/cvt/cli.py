@@ -89,7 +89,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
     p.add_argument("--out", required=True)
     p.add_argument("--preset", default="small", help=f"{', '.join(PRESETS)} (default small: "
-                   "minutes on a CPU; paper: Table 4.1)")
+                   "minutes on a CPU, the paper's losses; small-cpu: small with the CVT loss "
+                   "at a quarter weight, ahead sooner at CPU-scale lengths; paper: Table 4.1)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--steps", type=int, help="labeled minibatches (each followed by an "
                    "unlabeled one under CVT)")
