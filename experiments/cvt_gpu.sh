@@ -9,9 +9,9 @@
 # The lent machine sees neither ../shared nor a package index; `prepare` copies CoNLL-2000,
 # UD EWT, NLTK Reuters and the word2vec vectors (`electra cvt-vectors`, runs/cvt_vectors) into
 # .cvt_bundle (26 MB). Order: a 20-step smoke test of every task and method (stops the script
-# if it fails), the 1,000-label grid from random and word2vec embeddings side by side, CVT at a
-# quarter of its loss weight on the same grid, then the full-data grid beside the CVT ablations
-# on chunking, then longer scarce-label curves.
+# if it fails); the 1,000-label grid at the paper's loss weight (`small`) beside CVT at a quarter
+# of it (`small-cpu`); the same on all labeled data; the word2vec grid beside the CVT ablations
+# on chunking; then longer scarce-label curves.
 # J runs per invocation share the GPU (12 at once took 0.37 s per CVT step each on an H100,
 # 2026-11-26). A CPU dry run: W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4 S3=4,8,12 SMOKE=3 ... 900
 set -u
@@ -38,15 +38,16 @@ mkdir -p $W
    --format=csv,noheader >> $W/gpu_util.log 2>/dev/null; sleep 10; done) &
 cvt smoke --tasks chunk,dep --sizes 1000 --seeds 0 --methods supervised,cvt,multitask --steps $SMOKE --jobs 3
 grep -q '"table"' $W/smoke.log || { tail -40 $W/smoke.log; exit 1; }
-grid="--sizes 1000 --seeds 0,1,2 --methods supervised,cvt,multitask --steps $S1 --jobs $J"
-cvt base-1000 --tasks chunk,pos,dep $grid & a=$!
-cvt w2v-1000 --tasks chunk,pos,dep $grid --word-vectors $B/reuters-w2v-100.txt & b=$!
+grid="--seeds 0,1,2 --methods supervised,cvt,multitask --jobs $J"
+cpu="--seeds 0,1,2 --methods cvt,multitask --jobs $J --preset small-cpu"
+cvt base-1000 --tasks chunk,pos,dep --sizes 1000 --steps $S1 $grid & a=$!
+cvt cpu-1000 --tasks chunk,pos,dep --sizes 1000 --steps $S1 $cpu & b=$!
 wait $a $b
-# a quarter of L_CVT's weight led on chunking from 300 steps (CPU, one seed): all tasks, 3 seeds
-cvt w025-1000 --tasks chunk,pos,dep --sizes 1000 --seeds 0,1,2 --methods cvt,multitask --steps $S1 --jobs $((2*J)) --set cvt_weight=0.25
-cvt base-full --tasks chunk,pos,dep --sizes full --seeds 0,1,2 --methods supervised,cvt,multitask --steps $S2 --jobs $J & a=$!
+cvt base-full --tasks chunk,pos,dep --sizes full --steps $S2 $grid & a=$!
+cvt cpu-full --tasks chunk,pos,dep --sizes full --steps $S2 $cpu & b=$!
+wait $a $b
+cvt w2v-1000 --tasks chunk,pos,dep --sizes 1000 --steps $S1 $grid --word-vectors $B/reuters-w2v-100.txt & a=$!
 abl() { for x in "$@"; do cvt abl-${x/=/-} --tasks chunk --sizes 1000 --seeds 0,1,2 --methods cvt --steps $S1 --jobs 3 --set $x; done; }
-abl cvt_weight=0.5 cvt_weight=0.25 keep_unlabeled=1.0 & b=$!
-abl full_view_aux=false keep_unlabeled=0.5 ema_decay=0.0 & c=$!
-wait $a $b $c
+abl cvt_weight=0.5 full_view_aux=false keep_unlabeled=1.0 keep_unlabeled=0.5 ema_decay=0.0 & b=$!
+wait $a $b
 cvt base-1000 --tasks chunk,pos,dep --sizes 1000 --seeds 0,1,2 --methods supervised,cvt --steps $S3 --jobs $((2*J))
