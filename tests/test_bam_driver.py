@@ -38,3 +38,26 @@ def test_a_user_task_teacher_is_found_under_its_own_name():
     assert _restore_task(info, "IMDB").name == "IMDB"
     with _pytest.raises(ElectraError, match="fine-tuned on IMDB, not SST-2"):
         _restore_task(info, "SST-2")
+
+
+def test_single_long_is_single_for_the_multitask_epochs(tmp_path, monkeypatch):
+    """Multi trains 6 epochs to Single's 3 (section 3.3); `single-long` is Single at Multi's
+    length, so a gain from the other tasks can be told apart from one from training longer."""
+    seen = {}
+
+    def fake_run_strategy(model, tasks, data, out, strategy, settings, teachers, single):
+        seen[out.name] = (strategy, single.epochs, teachers)
+        return {}
+
+    monkeypatch.setattr(bam, "run_strategy", fake_run_strategy)
+    args = bam.parse_args(["--work", str(tmp_path), "--epochs", "6", "--single-epochs", "2"])
+    for name in ("single", "single-long"):
+        bam.run_one(name, args, tmp_path / "encoder", ["SST-2"])
+    assert seen == {"single": ("single", 2.0, None), "single-long": ("single", 6.0, None)}
+
+
+def test_the_table_marks_a_gain_over_single_at_the_multitask_length():
+    sig = {"single": {"stars": ""}, "single-long": {"stars": "*"}}
+    rows = {"multi": {"tasks": {"SST-2": 69.2}, "average": 69.2,
+                      "significance": {"SST-2": sig}}}
+    assert "| Multi | 69.2 | 69.2*ˡ |" in bam.table(rows, ["SST-2"], 5)
