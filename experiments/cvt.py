@@ -62,7 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--steps", default="250", help="labeled minibatches per run; several "
                    "(500,1000,2000) train each run in stages and score every stage")
-    p.add_argument("--preset", default="small")
+    p.add_argument("--preset", default="small", help="CVT preset: small (default, the paper's "
+                   "losses), small-cpu (L_CVT at a quarter weight) or paper")
     p.add_argument("--unlabeled", action="append",
                    help=f"unlabeled corpus (default: {SHARED / 'corpus/nltk/reuters.jsonl.gz'})")
     p.add_argument("--max-unlabeled", type=int, default=100_000)
