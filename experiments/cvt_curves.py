@@ -1,6 +1,7 @@
 """Dev score against labeled steps, CVT against supervised training (the question of the
 dissertation's Figure 4.5 at CPU scale): one panel per task, a line through the median over
-seeds of each method at each stage, each seed's score as a dot.
+seeds of each method at each stage, each seed's score as a dot. A multi-task run is placed at
+the labeled steps each task had (its expected share of the shared steps).
 
 Reads what `experiments.cvt` caches: a WORK directory (WORK/results/*.json) or a JSON file
 holding a list of such entries (as docs/measurements keeps them). Each source is `PATH=LABEL`
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -46,14 +48,24 @@ def read_source(spec: str) -> tuple[str, list[dict]]:
     return label or path.stem, entries
 
 
+def task_steps(entry: dict, task: str) -> int:
+    """The labeled steps `task` had: all of a single-task run's; a multi-task run's expected
+    share, since each labeled step draws one task with probability ∝ √(training sentences)."""
+    sizes = entry.get("train_sentences") or {}
+    if len(entry["tasks"]) == 1 or task not in sizes:
+        return entry["steps"]
+    return round(entry["steps"] * math.sqrt(sizes[task]) / sum(map(math.sqrt, sizes.values())))
+
+
 def curves(sources: list[tuple[str, list[dict]]]) -> dict[tuple[str, str, str], dict[int, list]]:
-    """(task, label, method) -> {steps: [(seed, score x100), ...]}, every stage of every run."""
+    """(task, label, method) -> {labeled steps of that task: [(seed, score x100), ...]}, every
+    stage of every run."""
     out: dict[tuple[str, str, str], dict[int, list]] = {}
     for label, entries in sources:
         for e in entries:
             for task, scores in e["scores"].items():
                 key = (task, label, _method(e))
-                out.setdefault(key, {}).setdefault(e["steps"], []).append(
+                out.setdefault(key, {}).setdefault(task_steps(e, task), []).append(
                     (e["seed"], round(100 * scores[METRIC[task]], 2)))
     return out
 
@@ -80,7 +92,7 @@ def plot(series: dict[tuple[str, str, str], dict[int, list]], out: Path) -> Path
                 ax.scatter([x] * len(stages[x]), [s for _, s in stages[x]], s=8,
                            color=COLORS[method], alpha=0.4)
         ax.set_title(TITLES[task])
-        ax.set_xlabel("labeled steps")
+        ax.set_xlabel("labeled steps of the task")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -124,7 +124,8 @@ def test_curves_plot_the_median_over_seeds_at_each_stage(tmp_path, capsys):
             _entry("chunk-10-cvt-s2", ["chunk"], True, 2, 100, 0.70),
             _entry("chunk-10-cvt-s0", ["chunk"], True, 0, 200, 0.95),
             _entry("chunk-10-supervised-s0", ["chunk"], False, 0, 100, 0.85),
-            _entry("mt-chunk+dep-10-s0", ["chunk", "dep"], True, 0, 100, 0.5)]
+            {**_entry("mt-chunk+dep-10-s0", ["chunk", "dep"], True, 0, 100, 0.5),
+             "train_sentences": {"chunk": 100, "dep": 400}}]
     for i, r in enumerate(runs):
         (work / "results" / f"{i}.json").write_text(json.dumps(r))
     listed = tmp_path / "vectors.json"
@@ -135,8 +136,9 @@ def test_curves_plot_the_median_over_seeds_at_each_stage(tmp_path, capsys):
     series = out["series"]
     assert series["chunk/random/cvt"] == {"100": 80.0, "200": 95.0}  # median of 80, 90, 70
     assert series["chunk/random/supervised"] == {"100": 85.0}
-    assert series["chunk/random/multitask"] == {"100": 50.0}
-    assert series["dep/random/multitask"] == {"100": 50.0}
+    # a multi-task run at each task's share of its 100 steps, drawn ∝ √size: 10/30 and 20/30
+    assert series["chunk/random/multitask"] == {"33": 50.0}
+    assert series["dep/random/multitask"] == {"67": 50.0}
     assert series["chunk/word2vec/cvt"] == {"100": 80.0}
     assert json.loads(capsys.readouterr().out) == out
     with pytest.raises(ElectraError, match="no results"):
