@@ -1,7 +1,7 @@
 """Dev score against labeled steps, CVT against supervised training (the question of the
 dissertation's Figure 4.5 at CPU scale): one panel per task, a line through the median over
 seeds of each method at each stage, each seed's score as a dot. A multi-task run is placed at
-the labeled steps each task had (its expected share of the shared steps).
+the labeled steps each task had (its share of the shared steps, as the run drew them).
 
 Reads what `experiments.cvt` caches: a WORK directory (WORK/results/*.json) or a JSON file
 holding a list of such entries (as docs/measurements keeps them). Each source is `PATH=LABEL`
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 from pathlib import Path
 
+from electra.cvt.train import supervised_task_index
 from electra.errors import ElectraError
 from experiments.cvt import LABELS, METRIC, _method
 
@@ -49,12 +49,14 @@ def read_source(spec: str) -> tuple[str, list[dict]]:
 
 
 def task_steps(entry: dict, task: str) -> int:
-    """The labeled steps `task` had: all of a single-task run's; a multi-task run's expected
-    share, since each labeled step draws one task with probability ∝ √(training sentences)."""
+    """The labeled steps `task` had: all of a single-task run's; of a multi-task run's, the
+    ones that drew it, replayed with the run's own draw (it depends on seed and step only)."""
     sizes = entry.get("train_sentences") or {}
     if len(entry["tasks"]) == 1 or task not in sizes:
         return entry["steps"]
-    return round(entry["steps"] * math.sqrt(sizes[task]) / sum(map(math.sqrt, sizes.values())))
+    index = list(sizes).index(task)  # the run's task order
+    return sum(supervised_task_index(list(sizes.values()), entry["seed"], t) == index
+               for t in range(entry["steps"]))
 
 
 def curves(sources: list[tuple[str, list[dict]]]) -> dict[tuple[str, str, str], dict[int, list]]:

@@ -12,6 +12,7 @@ import pytest
 from cvt_helpers import TINY, write_chunk, write_ud, write_unlabeled
 from safetensors.torch import load_file
 
+from electra.cvt.train import supervised_task_index
 from electra.errors import ElectraError
 
 
@@ -136,9 +137,13 @@ def test_curves_plot_the_median_over_seeds_at_each_stage(tmp_path, capsys):
     series = out["series"]
     assert series["chunk/random/cvt"] == {"100": 80.0, "200": 95.0}  # median of 80, 90, 70
     assert series["chunk/random/supervised"] == {"100": 85.0}
-    # a multi-task run at each task's share of its 100 steps, drawn ∝ √size: 10/30 and 20/30
-    assert series["chunk/random/multitask"] == {"33": 50.0}
-    assert series["dep/random/multitask"] == {"67": 50.0}
+    # a multi-task run at each task's share of its 100 steps, drawn ∝ √size (about 10/30 and
+    # 20/30) as the run drew them
+    picks = [supervised_task_index([100, 400], 0, t) for t in range(100)]
+    chunk, dep = picks.count(0), picks.count(1)
+    assert chunk + dep == 100 and 23 < chunk < 43
+    assert series["chunk/random/multitask"] == {str(chunk): 50.0}
+    assert series["dep/random/multitask"] == {str(dep): 50.0}
     assert series["chunk/word2vec/cvt"] == {"100": 80.0}
     assert json.loads(capsys.readouterr().out) == out
     with pytest.raises(ElectraError, match="no results"):
