@@ -17,7 +17,7 @@ from electra.cvt.batch import Sampler
 from electra.cvt.config import make_config
 from electra.cvt.model import load_model_dir
 from electra.cvt.run import TrainSettings, run_evaluate, run_train
-from electra.cvt.train import EMA, lr_factor, supervised_task_index
+from electra.cvt.train import EMA, lr_factor, supervised_task_index, unlabeled_minibatches
 from electra.errors import ElectraError
 
 
@@ -299,6 +299,37 @@ def test_cvt_weight_scales_the_unlabeled_loss_and_defaults_to_the_papers_1(data,
     assert all(torch.equal(a[k], b[k]) for k in a)
     a, b = aux_between_steps_2_and_3(1.0)
     assert any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_unlabeled_ratio_sets_unlabeled_minibatches_per_labeled_one_section_4_1_1(data, tmp_path):
+    """The paper alternates one labeled and one unlabeled minibatch (4.1.1), the default;
+    `unlabeled_ratio` r takes floor(n * r) unlabeled minibatches in n steps, evenly spread, and
+    a resumed run takes the same ones."""
+    assert make_config("paper").unlabeled_ratio == 1.0
+    for ratio in (0.25, 1 / 3, 0.5, 1.0, 1.5, 2.0):
+        counts = [unlabeled_minibatches(ratio, step) for step in range(12)]
+        assert [sum(counts[:n]) for n in range(13)] == [math.floor(n * ratio + 1e-9)
+                                                        for n in range(13)]
+    assert [unlabeled_minibatches(0.5, step) for step in range(4)] == [0, 1, 0, 1]
+    with pytest.raises(ElectraError, match="unlabeled_ratio"):
+        make_config("small", {"unlabeled_ratio": 0.0})
+
+    def updates(out) -> int:
+        state = torch.load(out / "checkpoints" / "step_00000004" / "cvt_state.pt",
+                           weights_only=False)
+        return state["ema_updates"]
+
+    for ratio, expected in ((0.5, 4 + 2), (1.0, 4 + 4), (2.0, 4 + 8)):
+        out = tmp_path / f"r{ratio}"
+        run_train(_settings(data, out, steps=4, overrides={**TINY, "unlabeled_ratio": ratio}))
+        assert updates(out) == expected
+    split = tmp_path / "split"
+    run_train(_settings(data, split, steps=3, overrides={**TINY, "unlabeled_ratio": 0.5}))
+    run_train(_settings(data, split, steps=4, resume=True,
+                        overrides={**TINY, "unlabeled_ratio": 0.5}))
+    a = load_file(str(tmp_path / "r0.5" / "model" / "model.safetensors"))
+    b = load_file(str(split / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_sigterm_checkpoints_the_step_and_resume_is_exact(data, tmp_path, monkeypatch, capsys):

@@ -49,6 +49,9 @@ class CVTConfig:
     # encoder away from the primary module faster than labeled updates refit it
     # (docs/experiments/cvt.md).
     cvt_weight: float = 1.0
+    # Unlabeled minibatches per labeled one. The paper (4.1.1) and the reference alternate them
+    # one to one; 0.5 takes an unlabeled minibatch after every second labeled one, 2 takes two.
+    unlabeled_ratio: float = 1.0
     max_unlabeled_len: int = 100
     # Reference-code details that the paper does not state (docs/cvt.md, deviation table). Each can
     # be switched off to compare with the earlier behaviour (benchmarks/cvt_probe.py --before).
@@ -85,6 +88,9 @@ class CVTConfig:
             raise ElectraError("cvt.label_smoothing must be in [0, 1)")
         if self.cvt_weight < 0:
             raise ElectraError(f"cvt.cvt_weight must be >= 0, got {self.cvt_weight}")
+        if not 0.0 < self.unlabeled_ratio <= 16.0:
+            raise ElectraError("cvt.unlabeled_ratio (unlabeled minibatches per labeled one) "
+                               f"must be in (0, 16], got {self.unlabeled_ratio}")
         if self.lr <= 0 or self.momentum < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
             raise ElectraError("cvt.lr must be positive; momentum, grad_clip, warmup_steps >= 0")
 

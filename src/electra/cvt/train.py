@@ -2,9 +2,10 @@
 
 One step is a supervised minibatch (a task picked at random when there are several, with
 probability proportional to the square root of its training set size as in the reference, 4.1.2)
-followed, unless `cvt=False`, by an unlabeled minibatch on which every task's primary module,
-run without dropout and without gradient, gives soft targets that every auxiliary module of
-every task learns to match (KL). Each minibatch is its own SGD update (momentum 0.9, lr
+followed, unless `cvt=False`, by an unlabeled minibatch (`unlabeled_ratio` of them on average;
+one, as in 4.1.1, by default) on which every task's primary module, run without dropout and
+without gradient, gives soft targets that every auxiliary module of every task learns to match
+(KL). Each minibatch is its own SGD update (momentum 0.9, lr
 0.5 / (1 + 0.005 sqrt(t)), t counting updates, after a linear warm-up), gradients clipped to
 norm 1. An exponential moving average of the weights (0.998) is what is evaluated and saved.
 """
@@ -202,6 +203,12 @@ def supervised_task_index(sizes: list[int], seed: int, step: int) -> int:
     return random.Random(seed * 1_000_003 + step).choices(range(len(sizes)), weights)[0]
 
 
+def unlabeled_minibatches(ratio: float, step: int) -> int:
+    """How many unlabeled minibatches follow labeled step STEP (0-based) so that after n steps
+    floor(n * ratio) have been taken; a function of the step alone, so a resumed run repeats it."""
+    return math.floor((step + 1) * ratio + 1e-9) - math.floor(step * ratio + 1e-9)
+
+
 def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
           seed: int, resume: bool = False, save_every: int = 0, progress: bool | None = None,
           model: CVTModel | None = None) -> dict[str, Any]:
@@ -254,7 +261,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             sup.backward()
             loop.update(update, sup.detach())
             last = {"sup": sup.item(), "task": task.name}
-            if cvt:
+            for _ in range(unlabeled_minibatches(cfg.unlabeled_ratio, loop.step) if cvt else 0):
                 words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
                 batch = to_device(encode_words(words, vocab, cfg.max_word_len), device)
                 loss, _ = unlabeled_loss(model, batch, cfg)
