@@ -6,25 +6,31 @@
 #   experiments/cvt_gpu.sh prepare                 # here, with ../shared: the data the GPU reads
 #   experiments/cvt_gpu.sh SECONDS [QUEUE]         # there (carry .cvt_bundle); then pack $W
 #
-# QUEUE is `quarter` (default): CVT at a quarter of the paper's loss weight (`small-cpu`, the
-# weight of the CPU tables) against supervised training on all labeled data, the cells the CPU
-# cannot reach; or `paper`: the 1,000-label and full-data grids at the paper's weight beside the
-# quarter weight, then word2vec, the ablations on chunking and longer scarce-label curves.
+# QUEUE, each CVT at a quarter of the paper's loss weight (`small-cpu`, the weight of the CPU
+# tables) against supervised training unless named otherwise:
+#   length (default): all labeled data, seed 2 to 2,000 steps (a third seed of the `quarter`
+#     table) beside seed 0 to 4,000 (where supervised training flattens);
+#   quarter: all labeled data, seeds 0-1 to 2,000 steps (ran 2026-11-27, 10 runs in 459 s);
+#   paper: the 1,000-label and full-data grids at the paper's weight beside the quarter weight,
+#     then word2vec, the ablations on chunking and longer scarce-label curves.
 # The lent machine sees neither ../shared nor a package index; `prepare` copies CoNLL-2000,
 # UD EWT, NLTK Reuters and the word2vec vectors (`electra cvt-vectors`, runs/cvt_vectors) into
 # .cvt_bundle (26 MB).
-# Runs share the GPU by time slices: 12 at once took 0.13 s per supervised step, 0.36 per CVT
-# step and 0.52 per multi-task step each on an H100 (2026-11-26), about 6.5 GB of GPU memory each.
-# A CPU dry run: W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SMOKE=3 ... 900 QUEUE
+# Runs share the GPU by time slices. On an H100, 12 at once took 0.13 s per supervised step,
+# 0.36 per CVT step and 0.52 per multi-task step each, about 6.5 GB of GPU memory each
+# (2026-11-26); with expandable segments, 10 at once took 0.12 and 0.27 s, 2.5 GB each
+# (2026-11-27). So `length` needs about 12 minutes: two calls on the warm machine.
+# A CPU dry run: W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
 set -u
 B=.cvt_bundle; W=${W:-runs/gpu}; DEV=${DEV:-cuda}; J=${J:-6}; SMOKE=${SMOKE:-20}
 S1=${S1:-500,1000,2000}; S2=${S2:-1000,2000}; S3=${S3:-500,1000,2000,4000}; SF=${SF:-1000}
+SL=${SL:-1000,2000,3000,4000}
 if [ "${1:-}" = prepare ]; then
   mkdir -p $B && cp -r ../shared/data/conll2000 ../shared/data/ud_english_ewt \
     ../shared/data/corpus/nltk/reuters.jsonl.gz runs/cvt_vectors/reuters-w2v-100.txt $B/ && du -sh $B
   exit
 fi
-end=$(( $(date +%s) + $1 )); queue=${2:-quarter}
+end=$(( $(date +%s) + $1 )); queue=${2:-length}
 export OMP_NUM_THREADS=1 PYTHONPATH=src:. PYTHONUNBUFFERED=1
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # less cached memory per process
 left() { echo $(( end - $(date +%s) )); }
@@ -46,6 +52,12 @@ queue_quarter() {  # 10 runs: all labels, seed 0 of POS and parsing and seed 1 o
   cvt q-full-chunk-s1 --tasks chunk --sizes full --seeds 1 --steps $S2 $q --jobs 2 & local b=$!
   cvt q-full-s1 --tasks pos,dep --sizes full --seeds 1 --steps $SF $q --jobs 4 & local c=$!
   wait $a $b $c
+}
+queue_length() {  # 12 runs
+  local q="--methods supervised,cvt --preset small-cpu --sizes full --tasks chunk,pos,dep"
+  cvt q-full-s2 --seeds 2 --steps $S2 $q --jobs 6 & local a=$!
+  cvt q-full-s0-long --seeds 0 --steps $SL $q --jobs 6 & local b=$!
+  wait $a $b
 }
 queue_paper() {
   smoke
