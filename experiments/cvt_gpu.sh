@@ -46,15 +46,15 @@ smoke() {  # 20 steps of every task and method; stops the script if they fail
   cvt smoke --tasks chunk,dep --sizes 1000 --seeds 0 --methods supervised,cvt,multitask --steps $SMOKE --jobs 3
   grep -q '"table"' $W/smoke.log || { tail -40 $W/smoke.log; exit 1; }
 }
-queue_quarter() {  # 10 runs: all labels, seed 0 of POS and parsing and seed 1 of every task
-  local q="--methods supervised,cvt --preset small-cpu"
-  cvt q-full-s0 --tasks pos,dep --sizes full --seeds 0 --steps $S2 $q --jobs 4 & local a=$!
-  cvt q-full-chunk-s1 --tasks chunk --sizes full --seeds 1 --steps $S2 $q --jobs 2 & local b=$!
-  cvt q-full-s1 --tasks pos,dep --sizes full --seeds 1 --steps $SF $q --jobs 4 & local c=$!
+Q="--methods supervised,cvt --preset small-cpu --sizes full"  # the quarter weight, all labels
+queue_quarter() {  # 10 runs: seed 0 of POS and parsing and seed 1 of every task
+  cvt q-full-s0 --tasks pos,dep --seeds 0 --steps $S2 $Q --jobs 4 & local a=$!
+  cvt q-full-chunk-s1 --tasks chunk --seeds 1 --steps $S2 $Q --jobs 2 & local b=$!
+  cvt q-full-s1 --tasks pos,dep --seeds 1 --steps $SF $Q --jobs 4 & local c=$!
   wait $a $b $c
 }
 queue_length() {  # 12 runs
-  local q="--methods supervised,cvt --preset small-cpu --sizes full --tasks chunk,pos,dep"
+  local q="$Q --tasks chunk,pos,dep"
   cvt q-full-s2 --seeds 2 --steps $S2 $q --jobs 6 & local a=$!
   cvt q-full-s0-long --seeds 0 --steps $SL $q --jobs 6 & local b=$!
   wait $a $b

@@ -5,9 +5,9 @@ probability proportional to the square root of its training set size as in the r
 followed, unless `cvt=False`, by an unlabeled minibatch (`unlabeled_ratio` of them on average;
 one, as in 4.1.1, by default) on which every task's primary module, run without dropout and
 without gradient, gives soft targets that every auxiliary module of every task learns to match
-(KL). Each minibatch is its own SGD update (momentum 0.9, lr
-0.5 / (1 + 0.005 sqrt(t)), t counting updates, after a linear warm-up), gradients clipped to
-norm 1. An exponential moving average of the weights (0.998) is what is evaluated and saved.
+(KL). Each minibatch is its own SGD update (momentum 0.9, lr 0.5 / (1 + 0.005 sqrt(t)), t
+counting updates, after a linear warm-up), gradients clipped to norm 1. An exponential moving
+average of the weights (0.998) is what is evaluated and saved.
 """
 
 from __future__ import annotations
