@@ -8,8 +8,8 @@
 #
 # QUEUE, each CVT at a quarter of the paper's loss weight (`small-cpu`, the weight of the CPU
 # tables) against supervised training unless named otherwise:
-#   length (default): all labeled data, seed 2 to 2,000 steps (a third seed of the `quarter`
-#     table) beside seed 0 to 4,000 (where supervised training flattens);
+#   length (default): all labeled POS and parsing data, seed 2 to 2,000 steps (a third seed of
+#     the `quarter` table) beside seed 0 to 4,000 (chunking ran both on a CPU, 2026-11-27);
 #   quarter: all labeled data, seeds 0-1 to 2,000 steps (ran 2026-11-27, 10 runs in 459 s);
 #   paper: the 1,000-label and full-data grids at the paper's weight beside the quarter weight,
 #     then word2vec, the ablations on chunking and longer scarce-label curves.
@@ -19,7 +19,8 @@
 # Runs share the GPU by time slices. On an H100, 12 at once took 0.13 s per supervised step,
 # 0.36 per CVT step and 0.52 per multi-task step each, about 6.5 GB of GPU memory each
 # (2026-11-26); with expandable segments, 10 at once took 0.12 and 0.27 s, 2.5 GB each
-# (2026-11-27). So `length` needs about 12 minutes: two calls on the warm machine.
+# (2026-11-27). So `length` needs up to 18 minutes (4,000 CVT steps at 0.27 s), more than one
+# task's lent time: three calls on a warm machine, or two sessions.
 # A CPU dry run: W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
 set -u
 B=.cvt_bundle; W=${W:-runs/gpu}; DEV=${DEV:-cuda}; J=${J:-6}; SMOKE=${SMOKE:-20}
@@ -53,10 +54,10 @@ queue_quarter() {  # 10 runs: seed 0 of POS and parsing and seed 1 of every task
   cvt q-full-s1 --tasks pos,dep --seeds 1 --steps $SF $Q --jobs 4 & local c=$!
   wait $a $b $c
 }
-queue_length() {  # 12 runs
-  local q="$Q --tasks chunk,pos,dep"
-  cvt q-full-s2 --seeds 2 --steps $S2 $q --jobs 6 & local a=$!
-  cvt q-full-s0-long --seeds 0 --steps $SL $q --jobs 6 & local b=$!
+queue_length() {  # 8 runs
+  local q="$Q --tasks pos,dep"
+  cvt q-full-s2 --seeds 2 --steps $S2 $q --jobs 4 & local a=$!
+  cvt q-full-s0-long --seeds 0 --steps $SL $q --jobs 4 & local b=$!
   wait $a $b
 }
 queue_paper() {
