@@ -9,7 +9,8 @@
 # QUEUE, each CVT at a quarter of the paper's loss weight (`small-cpu`, the weight of the CPU
 # tables) against supervised training unless named otherwise:
 #   length (default): all labeled POS and parsing data, seed 2 to 2,000 steps (a third seed of
-#     the `quarter` table) beside seed 0 to 4,000 (chunking ran both on a CPU, 2026-11-27);
+#     the `quarter` table) beside seed 0 to 4,000 (chunking ran both on a CPU, 2026-11-27; ran
+#     2026-11-27 as `555 length` then `235 length`: all but CVT from 3,000 to 4,000 steps);
 #   quarter: all labeled data, seeds 0-1 to 2,000 steps (ran 2026-11-27, 10 runs in 459 s);
 #   paper: the 1,000-label and full-data grids at the paper's weight beside the quarter weight,
 #     then word2vec, the ablations on chunking and longer scarce-label curves.
@@ -19,9 +20,9 @@
 # Runs share the GPU by time slices. On an H100, 12 at once took 0.13 s per supervised step,
 # 0.36 per CVT step and 0.52 per multi-task step each, about 6.5 GB of GPU memory each
 # (2026-11-26); with expandable segments, 10 at once took 0.12 and 0.27 s, 2.5 GB each
-# (2026-11-27). So `length` needs up to 18 minutes (4,000 CVT steps at 0.27 s), more than one
-# task's lent time: three calls on a warm machine, or two sessions.
-# A CPU dry run: W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
+# (2026-11-27); eight at a time (`length`), 0.10-0.11 and 0.25-0.27 s. So `length` needs about
+# 16 minutes (4,000 CVT steps, faster once seed 2's runs end), more than one task's lent time.
+# A CPU dry run (python3 with torch on PATH): W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
 set -u
 B=.cvt_bundle; W=${W:-runs/gpu}; DEV=${DEV:-cuda}; J=${J:-6}; SMOKE=${SMOKE:-20}
 S1=${S1:-500,1000,2000}; S2=${S2:-1000,2000}; S3=${S3:-500,1000,2000,4000}; SF=${SF:-1000}
@@ -81,5 +82,6 @@ queue_paper() {
 }
 mkdir -p $W
 (while [ "$(left)" -gt 0 ]; do nvidia-smi --query-gpu=utilization.gpu,memory.used \
-   --format=csv,noheader >> $W/gpu_util.log 2>/dev/null; sleep 10; done) &
+   --format=csv,noheader >> $W/gpu_util.log 2>/dev/null; sleep 10; done) & monitor=$!
 queue_$queue
+kill $monitor  # so a queue that ends early does not hold the machine until the deadline
