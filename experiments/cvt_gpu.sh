@@ -22,7 +22,8 @@
 # (2026-11-26); with expandable segments, 10 at once took 0.12 and 0.27 s, 2.5 GB each
 # (2026-11-27); eight at a time (`length`), 0.10-0.11 and 0.25-0.27 s. So `length` needs about
 # 16 minutes (4,000 CVT steps, faster once seed 2's runs end), more than one task's lent time.
-# A CPU dry run (python3 with torch on PATH): W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
+# A CPU dry run, with a python3 that has torch first on PATH:
+#   W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
 set -u
 B=.cvt_bundle; W=${W:-runs/gpu}; DEV=${DEV:-cuda}; J=${J:-6}; SMOKE=${SMOKE:-20}
 S1=${S1:-500,1000,2000}; S2=${S2:-1000,2000}; S3=${S3:-500,1000,2000,4000}; SF=${SF:-1000}
