@@ -9,8 +9,8 @@
 # QUEUE, each CVT at a quarter of the paper's loss weight (`small-cpu`, the weight of the CPU
 # tables) against supervised training unless named otherwise:
 #   length (default): all labeled POS and parsing data, seed 2 to 2,000 steps (a third seed of
-#     the `quarter` table) beside seed 0 to 4,000 (chunking ran both on a CPU, 2026-11-27; ran
-#     2026-11-27 as `555 length` then `235 length`: all but CVT from 3,000 to 4,000 steps);
+#     the `quarter` table) beside seed 0 to 4,000 (chunking's ran on a CPU). Ran 2026-11-27 as
+#     `555 length` then `235 length`: everything but CVT's last 1,000 steps of seed 0;
 #   quarter: all labeled data, seeds 0-1 to 2,000 steps (ran 2026-11-27, 10 runs in 459 s);
 #   paper: the 1,000-label and full-data grids at the paper's weight beside the quarter weight,
 #     then word2vec, the ablations on chunking and longer scarce-label curves.
