@@ -297,13 +297,14 @@ def test_electra_15_discriminator_loss_only_over_masked_positions(monkeypatch):
     import electra.objectives.core as core_module
 
     captured = {}
-    real_select = core_module.select_positions
+    real_select = core_module.select_slots
 
     def spy(*args, **kw):
-        captured["masked"] = real_select(*args, **kw)
-        return captured["masked"]
+        slots = real_select(*args, **kw)
+        captured["masked"] = slots.mask()
+        return slots
 
-    monkeypatch.setattr(core_module, "select_positions", spy)
+    monkeypatch.setattr(core_module, "select_slots", spy)
     obj = objective(name="electra-15")
     batch = make_batch(batch=3, seq=32, pad_from=10)
     out = obj(batch)

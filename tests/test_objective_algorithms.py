@@ -160,14 +160,18 @@ def test_adversarial_discriminator_gets_no_gradient_from_reinforce():
 
 def test_adversarial_reward_and_learned_baseline_hand_computed():
     obj = build(algorithm="adversarial")
-    logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 2.0, 0.0]], requires_grad=True)
-    hidden = torch.randn(2, obj.baseline.in_features)
-    samples = torch.tensor([0, 2])
-    reward = torch.tensor([0.3, 2.0])  # the discriminator's per-token losses there
-    adv, base = obj._reinforce(logits, hidden, samples, None, reward)
+    # The third slot is the fixed shape's padding (weight False): it counts nowhere.
+    logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.0]],
+                          requires_grad=True)
+    hidden = torch.randn(3, obj.baseline.in_features)
+    samples = torch.tensor([0, 2, 1])
+    reward = torch.tensor([0.3, 2.0, 100.0])  # the discriminator's per-token losses there
+    weights = torch.tensor([True, True, False])
+    adv, base = obj._reinforce(logits, hidden, samples, None, reward, weights)
+    reward, hidden = reward[:2], hidden[:2]
     z = obj.baseline(hidden).squeeze(-1)
     b = -F.logsigmoid(z)
-    log_q = F.log_softmax(logits, -1)[[0, 1], [0, 2]]
+    log_q = F.log_softmax(logits[:2], -1)[[0, 1], [0, 2]]
     torch.testing.assert_close(adv, -(log_q * (reward - b)).mean())
     # the baseline fits sigmoid(w^T h) to exp(-R), so that b = -log sigmoid(.) tracks R
     torch.testing.assert_close(base, F.binary_cross_entropy_with_logits(z, torch.exp(-reward)))
@@ -175,6 +179,7 @@ def test_adversarial_reward_and_learned_baseline_hand_computed():
     adv.backward()
     assert (reward - b.detach())[1] > 0
     assert logits.grad[1, 2] < 0
+    assert torch.equal(logits.grad[2], torch.zeros(3))
 
 
 def test_adversarial_baseline_optimum_is_expected_reward():

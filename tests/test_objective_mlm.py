@@ -78,10 +78,15 @@ def test_mlm_loss_is_cross_entropy_at_masked_positions_only(monkeypatch):
     seen = spy_positions(monkeypatch, obj.model)
     out = obj(batch)
     masked = out.details["masked"]
-    assert torch.equal(seen["positions"], masked.view(-1).nonzero().squeeze(1))
+    # Fixed slots: max_predictions(32, 0.15) = 4 per row; those on masked positions weigh 1.
+    assert seen["positions"].shape == (3 * 4,)
+    weights = masked.view(-1)[seen["positions"]]
+    assert torch.equal(seen["positions"][weights].sort().values,
+                       masked.view(-1).nonzero().squeeze(1))
     assert masked.sum(1).tolist() == [4, 4, 3]  # round(0.15 * real tokens)
     targets = batch["input_ids"].view(-1)[seen["positions"]]
-    torch.testing.assert_close(out.loss, F.cross_entropy(seen["logits"], targets))
+    torch.testing.assert_close(out.loss, F.cross_entropy(seen["logits"][weights],
+                                                         targets[weights]))
     assert torch.equal(seen["input"], out.details["corrupted"])
     assert out.counts["mlm_predicted"] == masked.sum()
     assert set(metrics_from_counts(out.counts)) == {"mlm_acc"}
@@ -114,9 +119,11 @@ def test_replace_mlm_input_has_generator_samples_instead_of_mask(monkeypatch):
     assert torch.equal(main["positions"], gen["positions"])
     replaced = (main["input"] != ids) & masked
     assert out.counts["replaced"] == replaced.sum() > 0
-    # the main model predicts the original token at the masked positions
+    # the main model predicts the original token at the masked positions (the weighted slots)
+    weights = masked.view(-1)[main["positions"]]
     targets = ids.view(-1)[main["positions"]]
-    torch.testing.assert_close(out.losses["mlm_loss"], F.cross_entropy(main["logits"], targets))
+    torch.testing.assert_close(out.losses["mlm_loss"],
+                               F.cross_entropy(main["logits"][weights], targets[weights]))
     torch.testing.assert_close(out.loss, out.losses["gen_loss"] + out.losses["mlm_loss"])
 
 

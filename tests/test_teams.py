@@ -27,6 +27,7 @@ from electra.objectives import (
     resolved,
 )
 from electra.objectives import core as core_mod
+from electra.objectives.masking import MaskedSlots
 from electra.objectives.teams import mws_loss, sample_candidates
 from electra.train.loop import pretrain
 
@@ -124,7 +125,11 @@ def test_rtd_from_extra_layer_over_layer_l_minus_1_mws_from_layer_l_and_total_lo
     masked = torch.zeros_like(ids, dtype=torch.bool)
     masked[0, [2, 5]] = masked[1, 3] = masked[2, 9] = True
     ids[0, 5] = 7  # a masked position whose sample (7) equals the original: not replaced
-    monkeypatch.setattr(core_mod, "select_positions", lambda *a, **k: masked)
+    # Two slots per row, the masked positions first in ascending order.
+    index = masked.int().argsort(dim=1, descending=True, stable=True)[:, :2]
+    slots = MaskedSlots(index, masked.gather(1, index), ids.shape[1])
+    weights = slots.flat_weights
+    monkeypatch.setattr(core_mod, "select_slots", lambda *a, **k: slots)
     monkeypatch.setattr(core_mod, "sample_from_logits",
                         lambda logits, *a, **k: torch.full(logits.shape[:-1], 7))
     obj = objective()
@@ -141,11 +146,13 @@ def test_rtd_from_extra_layer_over_layer_l_minus_1_mws_from_layer_l_and_total_lo
             x = layer(x, bias)
         rtd_logits = obj.discriminator.discriminator_predictions(obj.rtd_layer(x, bias))
         cands = out.details["candidates"]
+        assert torch.equal(out.details["slot_weights"], weights)
+        cands = cands[weights]
         assert torch.equal(cands[:, 0], ids[masked])  # candidate rows in masked order
         h = obj.mws_head(final[masked])
         mws_logits = torch.einsum("me,mce->mc", h, enc.embeddings.word_embeddings.weight[cands])
     assert torch.allclose(out.details["disc_logits"], rtd_logits, atol=1e-5)
-    assert torch.allclose(out.details["mws_logits"], mws_logits, atol=1e-5)
+    assert torch.allclose(out.details["mws_logits"][weights], mws_logits, atol=1e-5)
     bce = F.binary_cross_entropy_with_logits(rtd_logits, replaced.float(), reduction="none")
     rtd = (bce * mask).sum() / mask.sum()
     mws = F.cross_entropy(mws_logits, torch.zeros(4, dtype=torch.long))
@@ -160,8 +167,10 @@ def test_one_candidate_set_of_k_plus_1_per_masked_position_by_default():
     obj = objective()
     out = obj(make_batch(batch=4, seq=30))
     assert out.counts["masked"].item() == 4 + 4 + 4 + 2  # round(0.15 * 30), round(0.15 * 15)
-    assert out.details["candidates"].shape == (14, 6)
-    assert out.details["mws_logits"].shape == (14, 6)
+    # 4 slots per row (max_predictions(30, 0.15)), 14 of them masked positions
+    assert out.details["candidates"].shape == (16, 6)
+    assert out.details["mws_logits"].shape == (16, 6)
+    assert out.details["slot_weights"].sum() == 14
 
 
 def test_mws_accuracy_is_logged_from_the_counts():
@@ -171,7 +180,8 @@ def test_mws_accuracy_is_logged_from_the_counts():
     counts = {k: float(v) for k, v in out.counts.items()}
     metrics = metrics_from_counts(counts)
     assert metrics == metrics_from_counts(counts, "teams")
-    top = (out.details["mws_logits"].argmax(-1) == 0).float().mean().item()
+    rows = out.details["mws_logits"][out.details["slot_weights"]]
+    top = (rows.argmax(-1) == 0).float().mean().item()
     assert metrics["mws_acc"] == pytest.approx(top)
     assert {"gen_acc", "replaced_frac", "disc_acc", "disc_precision", "disc_recall"} < set(metrics)
 

@@ -31,12 +31,16 @@ from electra.objectives.masking import SpecialIds
 Ratio = tuple[str, str]
 
 
-
-def argmax_hits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """How many rows' argmax is their target: a summable accuracy count. Taken in fp32 (pass
-    the fp32 logits the loss reads, so nothing is cast twice): exact for bf16 logits, and
-    bf16's argmax is twice as slow on CPU."""
-    return (logits.detach().float().argmax(-1) == targets).sum().float()
+def argmax_hits(logits: torch.Tensor, targets: torch.Tensor,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
+    """How many rows' argmax is their target (among the rows of weight True, when `weights`
+    is given): a summable accuracy count. Taken in fp32 (pass the fp32 logits the loss reads,
+    so nothing is cast twice): exact for bf16 logits, and bf16's argmax is twice as slow on
+    CPU."""
+    hits = logits.detach().float().argmax(-1) == targets
+    if weights is not None:
+        hits &= weights
+    return hits.sum().float()
 
 @dataclass
 class ObjectiveOutput:

@@ -23,7 +23,7 @@ from torch import nn
 from electra.config import ObjectiveConfig
 from electra.objectives.base import Ratio, argmax_hits
 from electra.objectives.generators import TokenSampler, mlm_hidden_and_logits, sample_from_logits
-from electra.objectives.masking import SpecialIds, corrupt_with_mask_token, select_positions
+from electra.objectives.masking import SpecialIds, corrupt_with_mask_token, select_slots
 
 GENERATOR_METRICS: dict[str, Ratio] = {
     "gen_acc": ("gen_correct", "masked"),  # the generator's argmax is the original token
@@ -37,27 +37,47 @@ DISCRIMINATOR_METRICS: dict[str, Ratio] = {
 }
 
 
-def replace_tokens(input_ids: torch.Tensor, positions: torch.Tensor, samples: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def replace_tokens(input_ids: torch.Tensor, positions: torch.Tensor, samples: torch.Tensor,
+                   weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(`input_ids` with `samples` at flat `positions`, where it now differs). A sample equal to
     the original token counts as original, not replaced (ELECTRA paper section 2: "that token
-    is considered 'real' instead of 'fake'")."""
-    noised = input_ids.reshape(-1).index_copy(0, positions, samples).view_as(input_ids)
+    is considered 'real' instead of 'fake'"). `weights` [M] (masked slots): only slots of
+    weight True are written; the others keep their token (their positions are distinct from
+    the masked ones, so writing the original back changes nothing)."""
+    flat = input_ids.reshape(-1)
+    if weights is not None:
+        samples = torch.where(weights, samples, flat.index_select(0, positions))
+    noised = flat.index_copy(0, positions, samples).view_as(input_ids)
     return noised, noised != input_ids
 
 
-def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy in fp32; 0 (still connected to the graph) when nothing is masked."""
-    return F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0.0
+def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean of `values` where `weights` is True; 0 (still connected to the graph) where none
+    is. `torch.where`, not a product, so that an infinite value in a weight-0 slot does not
+    make the result NaN."""
+    weights = weights.float()
+    return torch.where(weights > 0, values, 0.0).sum() / weights.sum().clamp(min=1.0)
+
+
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor,
+             weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean cross-entropy in fp32 over the rows of weight True (all rows without `weights`);
+    0 (still connected to the graph) when there are none."""
+    per_row = F.cross_entropy(logits.float(), targets, reduction="none")
+    if weights is None:
+        weights = torch.ones_like(targets, dtype=torch.bool)
+    return weighted_mean(per_row, weights)
 
 
 @dataclass
 class Corruption:
-    """One batch corrupted by `corrupt`. Per-position tensors ([M]) follow the flat order of
-    `positions`."""
+    """One batch corrupted by `corrupt`. Per-slot tensors ([M] = [B * P], P masked slots per
+    row, see `MaskedSlots`) follow the flat order of `positions`; slots of weight False are
+    padding of the fixed shape and count nowhere."""
 
     masked: torch.Tensor  # [B, S] chosen positions
-    positions: torch.Tensor  # [M] their flat indices into B*S
+    positions: torch.Tensor  # [M] the slots' flat indices into B*S
+    weights: torch.Tensor  # [M] bool, True where a slot is a masked position
     targets: torch.Tensor  # [M] the original tokens there
     samples: torch.Tensor  # [M] their replacements
     noised: torch.Tensor  # [B, S] the input with the samples written in
@@ -76,16 +96,20 @@ def corrupt(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, special: Speci
     (`cfg.mask_token_prob`, the rest kept) and predicts them, or `sampler` stands in for it;
     replacements are drawn from softmax(logits / temperature) in fp32 without gradient.
 
+    Static shapes: the generator's softmax, its loss and the samples are computed at the
+    `max_predictions` slots of every row (`select_slots`), weighted, as the official
+    implementation does; nothing here asks the host.
+
     `frozen` runs the generator without gradient (two-stage's second stage); `with_hidden`
     keeps its encoder output at the masked positions (the adversarial baseline, 5.3.4).
     Random numbers are drawn in this order: positions, [MASK] choice, generator dropout,
     samples."""
     input_ids = batch["input_ids"]
     attention_mask = batch["attention_mask"]
-    masked = select_positions(input_ids, attention_mask, cfg.mask_prob, special)
-    positions = masked.view(-1).nonzero().squeeze(1)
-    targets = input_ids.view(-1).index_select(0, positions)
-    counts = {"masked": torch.tensor(float(targets.numel()))}
+    slots = select_slots(input_ids, attention_mask, cfg.mask_prob, special)
+    masked, positions, weights = slots.mask(), slots.positions, slots.flat_weights
+    targets = input_ids.reshape(-1).index_select(0, positions)
+    counts = {"masked": weights.sum().float()}
     gen_logits = gen_loss = hidden = None
     if generator is not None:
         gen_input = corrupt_with_mask_token(input_ids, masked, cfg.mask_token_prob, special.mask)
@@ -98,15 +122,15 @@ def corrupt(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, special: Speci
                                        positions)
             # One fp32 copy of the [M, V] logits serves the loss, the accuracy and the sampler.
             logits = gen_logits.float()
-            gen_loss = mlm_loss(logits, targets)
-        counts["gen_correct"] = argmax_hits(logits, targets)
+            gen_loss = mlm_loss(logits, targets, weights)
+        counts["gen_correct"] = argmax_hits(logits, targets, weights)
     else:
         logits = sampler.logits(targets.numel())
     samples = sample_from_logits(logits, cfg.temperature,
                                  targets if cfg.disallow_correct else None)
-    noised, is_replaced = replace_tokens(input_ids, positions, samples)
+    noised, is_replaced = replace_tokens(input_ids, positions, samples, weights)
     counts["replaced"] = is_replaced.sum().float()
-    return Corruption(masked, positions, targets, samples, noised, is_replaced, counts,
+    return Corruption(masked, positions, weights, targets, samples, noised, is_replaced, counts,
                       gen_logits, gen_loss, hidden)
 
 

@@ -28,6 +28,7 @@ from electra.objectives.core import (
     GENERATOR_METRICS,
     corrupt,
     discriminate,
+    weighted_mean,
 )
 from electra.objectives.generators import (
     check_generator_options,
@@ -88,7 +89,10 @@ class ElectraObjective(Objective):
         if obj_cfg.algorithm == "two-stage":
             # Set once the discriminator has been initialised from the generator; a
             # checkpointed buffer, so the phase after a resume follows from the saved state.
+            # `_in_stage_two` mirrors it on the host, so that no step asks the device.
             self.register_buffer("stage_two", torch.zeros(1))
+            self._in_stage_two = False
+            self.register_load_state_dict_post_hook(_read_stage_flag)
 
     @staticmethod
     def step_flops_breakdown(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
@@ -115,7 +119,7 @@ class ElectraObjective(Objective):
         """"joint", or for two-stage "generator" then "discriminator"."""
         if self.cfg.algorithm != "two-stage":
             return "joint"
-        return "discriminator" if bool(self.stage_two.item()) else "generator"
+        return "discriminator" if self._in_stage_two else "generator"
 
     def two_stage_switch_step(self, total_steps: int) -> int:
         n = self.cfg.two_stage_generator_steps
@@ -134,6 +138,7 @@ class ElectraObjective(Objective):
     def start_stage_two(self) -> None:
         self.discriminator.electra.load_state_dict(self.generator.electra.state_dict())
         self.stage_two.fill_(1.0)
+        self._in_stage_two = True
 
     def exportable(self):
         out = {"discriminator": exportable_main(self.discriminator)}
@@ -171,27 +176,34 @@ class ElectraObjective(Objective):
                 adv_loss, baseline_loss = self._reinforce(
                     c.gen_logits, c.gen_hidden, c.samples,
                     c.targets if cfg.disallow_correct else None,
-                    d.per_token.reshape(-1).index_select(0, c.positions))
+                    d.per_token.reshape(-1).index_select(0, c.positions), c.weights)
                 losses["adv_loss"] = adv_loss.detach()
                 losses["baseline_loss"] = baseline_loss.detach()
                 loss = loss + cfg.gen_weight * adv_loss + baseline_loss
         return ObjectiveOutput(loss=loss, losses=losses, counts=counts, details=details)
 
-    def _reinforce(self, gen_logits, hidden, samples, disallow, disc_losses):
+    def _reinforce(self, gen_logits, hidden, samples, disallow, disc_losses, weights):
         """Section 5.3.4. The reward of a sampled token is the discriminator's loss there:
         -log D(x_t) if the sample is the original, -log(1 - D(x_t)) if not, where D is the
         probability of "original", i.e. our per-token BCE. REINFORCE ascends
         log q(x_t) * (R - b); the baseline b = -log sigmoid(w^T h_q) is fit with cross-entropy
         to the reward, i.e. sigmoid(w^T h_q) to exp(-R), the probability the discriminator
-        gave the right label. h_q is detached: the baseline trains w only."""
+        gave the right label. h_q is detached: the baseline trains w only. Both losses are
+        means over the masked slots (`weights`)."""
         reward = disc_losses.detach()
         log_q = masked_log_probs(gen_logits, self.cfg.temperature, disallow)
         log_q_sample = log_q.gather(-1, samples.unsqueeze(-1)).squeeze(-1)
         baseline_logit = self.baseline(hidden.detach()).squeeze(-1).float()
         baseline = -F.logsigmoid(baseline_logit)
-        adv_loss = -(log_q_sample * (reward - baseline.detach())).mean()
-        baseline_loss = F.binary_cross_entropy_with_logits(baseline_logit, torch.exp(-reward))
+        adv_loss = -weighted_mean(log_q_sample * (reward - baseline.detach()), weights)
+        baseline_loss = weighted_mean(F.binary_cross_entropy_with_logits(
+            baseline_logit, torch.exp(-reward), reduction="none"), weights)
         return adv_loss, baseline_loss
+
+
+def _read_stage_flag(objective: ElectraObjective, _incompatible) -> None:
+    """After a state dict is loaded: the host's copy of the two-stage flag (one read)."""
+    objective._in_stage_two = bool(objective.stage_two.item())
 
 
 @torch.no_grad()

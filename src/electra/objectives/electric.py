@@ -25,15 +25,16 @@ from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, init_weights
 from electra.model.two_tower import TwoTowerGenerator, two_tower_step_breakdown
-from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
+from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput, argmax_hits
 from electra.objectives.core import (
     DISCRIMINATOR_METRICS,
     GENERATOR_METRICS,
     discriminate,
     replace_tokens,
+    weighted_mean,
 )
 from electra.objectives.generators import generator_config, sample_from_logits
-from electra.objectives.masking import SpecialIds, select_positions
+from electra.objectives.masking import SpecialIds, select_slots
 
 
 def nce_logits(energy: torch.Tensor, log_q: torch.Tensor, num_replaced: torch.Tensor,
@@ -114,48 +115,43 @@ class _TwoTowerObjective(Objective):
         return {"discriminator": self.discriminator, "generator": self.generator}
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """Static shapes: the generator's softmax is computed at every position and weighted
+        (Electric needs q at every real token, ELECTRA-TT at every prediction target: in
+        packed data nearly all of them either way); the noise at the `max_predictions`
+        masked slots of every row."""
         input_ids = batch["input_ids"]
         token_type_ids = batch["token_type_ids"]
         attention_mask = batch["attention_mask"]
         real = attention_mask.bool()
         flat_ids = input_ids.reshape(-1)
 
-        masked = select_positions(input_ids, attention_mask, self.cfg.mask_prob, self.special)
+        slots = select_slots(input_ids, attention_mask, self.cfg.mask_prob, self.special)
+        masked, slot_positions, weights = slots.mask(), slots.positions, slots.flat_weights
         targets = cloze_targets(input_ids, attention_mask, self.special)
-        # Rows of the generator's output: every real token for Electric (its classifier needs
-        # q at every position), only the prediction targets for ELECTRA-TT.
-        rows = (real if self.nce else targets).reshape(-1)
-        row_positions = rows.nonzero().squeeze(1)
-        gen_logits = self.generator(input_ids, token_type_ids, attention_mask,
-                                    row_positions).float()
+        gen_logits = self.generator(input_ids, token_type_ids, attention_mask).float()
+        gen_logits = gen_logits.reshape(-1, gen_logits.shape[-1])  # [B * S, V]
         log_p = gen_logits.log_softmax(-1)
-        row_ids = flat_ids.index_select(0, row_positions)
-        is_target_row = targets.reshape(-1).index_select(0, row_positions)
-        target_log_p = log_p.gather(1, row_ids[:, None]).squeeze(1)[is_target_row]
-        gen_loss = (-target_log_p.mean() if target_log_p.numel()
-                    else gen_logits.sum() * 0.0)
+        target_log_p = log_p.gather(1, flat_ids[:, None]).squeeze(1)
+        gen_loss = -weighted_mean(target_log_p, targets.reshape(-1))
 
         # Noise: samples from q (with temperature) at the masked positions, fp32, no gradient.
         with torch.no_grad():
             log_q = log_p.detach() if self.cfg.temperature == 1.0 else (
                 gen_logits.detach() / self.cfg.temperature).log_softmax(-1)
-            is_masked_row = masked.reshape(-1).index_select(0, row_positions)
-            masked_positions = masked.reshape(-1).nonzero().squeeze(1)
-            originals = flat_ids.index_select(0, masked_positions)
+            originals = flat_ids.index_select(0, slot_positions)
             # log q already holds the temperature.
-            samples = sample_from_logits(log_q[is_masked_row], 1.0,
+            samples = sample_from_logits(log_q.index_select(0, slot_positions), 1.0,
                                          originals if self.cfg.disallow_correct else None)
-            disc_input, sample_differs = replace_tokens(input_ids, masked_positions, samples)
+            disc_input, sample_differs = replace_tokens(input_ids, slot_positions, samples,
+                                                        weights)
 
         energy = self.discriminator(disc_input, token_type_ids, attention_mask).float()
         if self.nce:
             # q of the token actually at t in the noised input, read from the clean-input pass
-            # (official: log_softmax(cloze logits) gathered at the fake input ids).
+            # (official: log_softmax(cloze logits) gathered at the fake input ids); 0 at padding.
             with torch.no_grad():
-                log_q_tok = torch.zeros(input_ids.numel(), device=input_ids.device)
-                log_q_tok[row_positions] = log_q.gather(
-                    1, disc_input.reshape(-1).index_select(0, row_positions)[:, None]).squeeze(1)
-                log_q_tok = log_q_tok.view_as(energy)
+                log_q_tok = log_q.gather(1, disc_input.reshape(-1)[:, None]).squeeze(1)
+                log_q_tok = torch.where(real, log_q_tok.view_as(energy), 0.0)
             disc_logits = nce_logits(energy, log_q_tok, masked.sum(1), attention_mask.sum(1))
             labels = masked  # Algorithm 2: every replaced position is a negative sample
         else:
@@ -165,10 +161,10 @@ class _TwoTowerObjective(Objective):
         d = discriminate(disc_logits, labels, real)
         loss = self.cfg.gen_weight * gen_loss + self.cfg.disc_weight * d.loss
 
-        masked_rows = gen_logits.detach()[is_masked_row]
+        masked_rows = gen_logits.detach().index_select(0, slot_positions)
         counts = {
-            "masked": torch.tensor(float(masked_positions.numel())),
-            "gen_correct": (masked_rows.argmax(-1) == originals).sum().float(),
+            "masked": weights.sum().float(),
+            "gen_correct": argmax_hits(masked_rows, originals, weights),
             **d.counts,
             "sample_differs": sample_differs.sum().float(),
         }

@@ -26,24 +26,66 @@ def max_predictions(seq_len: int, mask_prob: float) -> int:
     return max(1, int((mask_prob + 0.005) * seq_len))
 
 
-def select_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_prob: float,
-                     special: SpecialIds, generator: torch.Generator | None = None
-                     ) -> torch.Tensor:
-    """Boolean [B, S]: round(mask_prob * real tokens) positions per example, chosen uniformly
-    without replacement among tokens that are not [CLS], [SEP] or padding."""
+@dataclass
+class MaskedSlots:
+    """The masked positions of a batch as fixed-size slots (official implementation:
+    `masked_lm_positions` [B, P] with `masked_lm_weights`, P = max_predictions_per_seq).
+
+    Every row has P slots whatever its length, so the shapes never depend on the data: no
+    `nonzero`, no host sync, and the step can be compiled and captured whole. A row with
+    fewer masked positions than P fills its other slots with distinct unmasked positions of
+    weight 0; whatever is computed there is weighted out of every loss and count."""
+
+    index: torch.Tensor  # [B, P] positions within the row, distinct per row
+    weights: torch.Tensor  # [B, P] bool: True where the slot is a masked position
+    seq_len: int  # S, the rows' length
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """[B * P] flat indices into B * S, row after row."""
+        rows, seq_len = self.index.shape[0], self.seq_len
+        offsets = torch.arange(rows, device=self.index.device)[:, None] * seq_len
+        return (self.index + offsets).reshape(-1)
+
+    @property
+    def flat_weights(self) -> torch.Tensor:
+        """[B * P] bool, in the order of `positions`."""
+        return self.weights.reshape(-1)
+
+    def mask(self) -> torch.Tensor:
+        """Boolean [B, S]: the masked positions."""
+        out = torch.zeros((self.index.shape[0], self.seq_len), dtype=torch.bool,
+                          device=self.index.device)
+        return out.scatter(1, self.index, self.weights)
+
+
+def select_slots(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_prob: float,
+                 special: SpecialIds, generator: torch.Generator | None = None) -> MaskedSlots:
+    """round(mask_prob * real tokens) positions per example (at least 1, at most
+    `max_predictions`), chosen uniformly without replacement among tokens that are not
+    [CLS], [SEP] or padding, as P = `max_predictions` weighted slots (official
+    pretrain_helpers.mask: the same count and cap, uniform among the candidates)."""
     candidates = attention_mask.bool() & (input_ids != special.cls) & (input_ids != special.sep)
     candidates &= input_ids != special.pad
+    seq_len = input_ids.shape[1]
     num_tokens = attention_mask.sum(dim=1).float()
-    cap = max_predictions(input_ids.shape[1], mask_prob)
+    cap = max_predictions(seq_len, mask_prob)
     count = torch.round(num_tokens * mask_prob).long().clamp(min=1, max=cap)
     count = torch.minimum(count, candidates.sum(dim=1))
     # Random scores; non-candidates sort last. The `count` best scores of a row are a uniform
-    # sample without replacement among its candidates.
+    # sample without replacement among its candidates; the P best are distinct positions.
     scores = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
     scores = scores.masked_fill(~candidates, -1.0)
-    order = scores.argsort(dim=1, descending=True)
-    ranks_kept = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :] < count[:, None]
-    return torch.zeros_like(candidates).scatter(1, order, ranks_kept)
+    index = scores.topk(cap, dim=1).indices
+    weights = torch.arange(cap, device=input_ids.device)[None, :] < count[:, None]
+    return MaskedSlots(index, weights, seq_len)
+
+
+def select_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_prob: float,
+                     special: SpecialIds, generator: torch.Generator | None = None
+                     ) -> torch.Tensor:
+    """Boolean [B, S]: the positions `select_slots` chooses."""
+    return select_slots(input_ids, attention_mask, mask_prob, special, generator).mask()
 
 
 def corrupt_with_mask_token(input_ids: torch.Tensor, masked: torch.Tensor, mask_token_prob: float,

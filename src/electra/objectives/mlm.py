@@ -5,7 +5,6 @@ and predict the original token at the masked positions only."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
@@ -17,16 +16,19 @@ from electra.objectives.base import (
     Ratio,
     argmax_hits,
 )
-from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_positions
+from electra.objectives.core import mlm_loss
+from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_slots
 
 # The accuracy of the MLM being pre-trained (mlm, replace-mlm, all-tokens-mlm).
 MLM_METRICS: dict[str, Ratio] = {"mlm_acc": ("mlm_correct", "mlm_predicted")}
 
 
-def mlm_counts(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Summable accuracy counts of the model being pre-trained ("mlm_acc")."""
-    return {"mlm_predicted": torch.tensor(float(targets.numel())),
-            "mlm_correct": argmax_hits(logits, targets)}
+def mlm_counts(logits: torch.Tensor, targets: torch.Tensor,
+               weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Summable accuracy counts of the model being pre-trained ("mlm_acc") over the rows of
+    weight True."""
+    return {"mlm_predicted": weights.sum().float(),
+            "mlm_correct": argmax_hits(logits, targets, weights)}
 
 
 class MlmObjective(Objective):
@@ -56,16 +58,17 @@ class MlmObjective(Objective):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
         input_ids = batch["input_ids"]
-        masked = select_positions(input_ids, batch["attention_mask"], self.cfg.mask_prob,
-                                  self.special)
+        # Fixed [B, P] slots with weights (official masked_lm_positions / _weights).
+        slots = select_slots(input_ids, batch["attention_mask"], self.cfg.mask_prob,
+                             self.special)
+        masked, positions, weights = slots.mask(), slots.positions, slots.flat_weights
         corrupted = corrupt_bert_style(input_ids, masked, self.cfg.mask_token_prob,
                                        self.cfg.random_token_prob, self.special.mask,
                                        self.random_ids)
-        positions = masked.view(-1).nonzero().squeeze(1)
-        targets = input_ids.view(-1).index_select(0, positions)
+        targets = input_ids.reshape(-1).index_select(0, positions)
         logits = self.model(corrupted, batch["token_type_ids"], batch["attention_mask"],
                             positions).float()  # one fp32 copy for the loss and the counts
-        mlm_loss = F.cross_entropy(logits, targets)
-        return ObjectiveOutput(loss=mlm_loss, losses={"mlm_loss": mlm_loss.detach()},
-                               counts=mlm_counts(logits, targets),
+        loss = mlm_loss(logits, targets, weights)
+        return ObjectiveOutput(loss=loss, losses={"mlm_loss": loss.detach()},
+                               counts=mlm_counts(logits, targets, weights),
                                details={"corrupted": corrupted, "masked": masked})

@@ -21,7 +21,7 @@ from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Generator, init_weights
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
-from electra.objectives.core import GENERATOR_METRICS, corrupt
+from electra.objectives.core import GENERATOR_METRICS, corrupt, mlm_loss, weighted_mean
 from electra.objectives.generators import (
     check_generator_options,
     generator_or_sampler,
@@ -110,32 +110,32 @@ class ReplaceMlmObjective(Objective):
             losses["gen_loss"] = c.gen_loss.detach()
             loss = self.cfg.gen_weight * c.gen_loss
         if self.predict_all_tokens:
-            mlm_loss, mlm_count = self._all_tokens_loss(c.noised, input_ids, token_type_ids,
+            main_loss, mlm_count = self._all_tokens_loss(c.noised, input_ids, token_type_ids,
                                                         attention_mask)
         else:
             logits = self.model(c.noised, token_type_ids, attention_mask, c.positions).float()
-            mlm_loss = F.cross_entropy(logits, c.targets)
-            mlm_count = mlm_counts(logits, c.targets)
-        losses["mlm_loss"] = mlm_loss.detach()
+            main_loss = mlm_loss(logits, c.targets, c.weights)
+            mlm_count = mlm_counts(logits, c.targets, c.weights)
+        losses["mlm_loss"] = main_loss.detach()
         counts.update(mlm_count)
-        loss = mlm_loss if loss is None else loss + mlm_loss
+        loss = main_loss if loss is None else loss + main_loss
         return ObjectiveOutput(loss=loss, losses=losses, counts=counts,
                                details={"noised": c.noised, "masked": c.masked})
 
     def _all_tokens_loss(self, noised, input_ids, token_type_ids, attention_mask):
-        real = attention_mask.reshape(-1).nonzero().squeeze(1)
+        """Every position is computed (a fixed shape) and the padding weighted out."""
+        real = attention_mask.reshape(-1).bool()
         hidden = self.model.electra(noised, token_type_ids, attention_mask)
-        hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, real)
+        hidden = hidden.reshape(-1, hidden.shape[-1])
         logits = self.model.generator_predictions(
             hidden, self.model.electra.embeddings.word_embeddings.weight, self.model.output_bias)
         copy_logit = self.copy_head(hidden).squeeze(-1)
-        inputs = noised.reshape(-1).index_select(0, real)
-        targets = input_ids.reshape(-1).index_select(0, real)
+        inputs, targets = noised.reshape(-1), input_ids.reshape(-1)
         log_p = copy_mixture_log_likelihood(logits, copy_logit, inputs, targets)
         predictions = copy_mixture_predictions(logits, copy_logit, inputs)
-        counts = {"mlm_predicted": torch.tensor(float(targets.numel())),
-                  "mlm_correct": (predictions == targets).sum().float()}
-        return -log_p.mean(), counts
+        counts = {"mlm_predicted": real.sum().float(),
+                  "mlm_correct": ((predictions == targets) & real).sum().float()}
+        return -weighted_mean(log_p, real), counts
 
 
 class AllTokensMlmObjective(ReplaceMlmObjective):

@@ -48,6 +48,7 @@ from electra.objectives.core import (
     GENERATOR_METRICS,
     corrupt,
     discriminate,
+    mlm_loss,
 )
 
 
@@ -88,16 +89,15 @@ def sample_candidates(logits: torch.Tensor, originals: torch.Tensor, k: int,
         return torch.cat([originals[:, None], others], dim=1)
 
 
-def mws_loss(hidden: torch.Tensor, candidates: torch.Tensor,
-             embedding_weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def mws_loss(hidden: torch.Tensor, candidates: torch.Tensor, embedding_weight: torch.Tensor,
+             weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-word selection (Eq. 7-8): softmax over e(x')^T h for x' in the candidate set, the
-    original token in column 0. Returns (mean loss, [M, K+1] logits)."""
+    original token in column 0. Returns (mean loss over the rows of weight True, [M, K+1]
+    logits)."""
     cand = embedding_weight[candidates]  # [M, K+1, E]
     logits = torch.einsum("me,mce->mc", hidden.float(), cand.float())
     target = torch.zeros(candidates.shape[0], dtype=torch.long, device=candidates.device)
-    if candidates.shape[0] == 0:
-        return logits.sum() * 0.0, logits
-    return F.cross_entropy(logits, target), logits
+    return mlm_loss(logits, target, weights), logits
 
 
 class MwsHead(nn.Module):
@@ -205,16 +205,19 @@ class TeamsObjective(Objective):
         mws_hidden = self.mws_head(
             mws_states.reshape(-1, mws_states.shape[-1]).index_select(0, c.positions))
         word_emb = self.discriminator.electra.embeddings.word_embeddings.weight
-        mws, mws_logits = mws_loss(mws_hidden, candidates, word_emb)
+        mws, mws_logits = mws_loss(mws_hidden, candidates, word_emb, c.weights)
 
         loss = (self.cfg.gen_weight * c.gen_loss + self.cfg.disc_weight * d.loss
                 + self.cfg.mws_weight * mws)
         counts = {**c.counts, **d.counts,
-                  "mws_correct": (mws_logits.detach().argmax(-1) == 0).sum().float()}
+                  "mws_correct": ((mws_logits.detach().argmax(-1) == 0) & c.weights).sum().float()}
         return ObjectiveOutput(
             loss=loss,
             losses={"gen_loss": c.gen_loss.detach(), "disc_loss": d.loss.detach(),
                     "mws_loss": mws.detach()},
             counts=counts,
-            details={**d.details, "candidates": candidates, "mws_logits": mws_logits.detach()},
+            # Rows of candidates and mws_logits: the masked slots; those of weight False are
+            # the fixed shape's padding.
+            details={**d.details, "candidates": candidates, "mws_logits": mws_logits.detach(),
+                     "slot_weights": c.weights},
         )
