@@ -31,6 +31,7 @@ from electra.model.encoder import (
 )
 from electra.objectives import build_objective
 from electra.train import checkpoint
+from electra.train import optim as optim_mod
 from electra.train.loop import _window_values, pretrain
 from electra.train.optim import adamw_impl, build_optimizer
 from electra.train.skeleton import LogWindow
@@ -203,7 +204,36 @@ def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path
     monkeypatch.undo()
     assert calls == {("skeleton.py", "_flags", "update"): 6,
                      ("skeleton.py", "flush", "_train_steps"): 2,
-                     ("encoder.py", "mask_has_padding", "_train_steps"): 12}, calls
+                     ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
+
+
+def test_no_step_waits_for_the_device_where_the_update_is_skipped_there(
+        data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fused AdamW (CUDA's; CPU has one too) the non-finite guard runs on the device: in
+    a 6-step run logged every 3 steps the loop reads the device only at its log lines (the
+    unsettled non-finite count, the window's sums and its kept count), never per step."""
+    calls: Counter[tuple[str, str, str]] = Counter()
+    monkeypatch.setattr(optim_mod, "adamw_impl", lambda params: {"fused": True})
+
+    def counting(name: str):
+        real = getattr(torch.Tensor, name)
+
+        def wrapper(self, *args, **kwargs):
+            frame = sys._getframe(1)
+            file = Path(frame.f_code.co_filename)
+            if file.parent.name in ("train", "model", "objectives"):
+                calls[(file.name, frame.f_code.co_name, frame.f_back.f_code.co_name)] += 1
+            return real(self, *args, **kwargs)
+        return wrapper
+
+    for name in HOST_READS:
+        monkeypatch.setattr(torch.Tensor, name, counting(name))
+    pretrain(_tiny(6, 3, grad_accum=2), data_dir, tmp_path / "out", device="cpu",
+             show_progress=False)
+    monkeypatch.undo()
+    assert calls == {("skeleton.py", "settle", "_train_steps"): 2,
+                     ("skeleton.py", "flush", "_train_steps"): 2 * 2,
+                     ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
 
 
 def test_window_accumulates_tensors() -> None:

@@ -165,7 +165,10 @@ class TrainConfig:
     adam_eps: float = 1e-6
     max_grad_norm: float = 1.0
     seed: int = 1
-    bf16: bool = False
+    # bf16 autocast. None: on for a CUDA GPU that computes bf16 natively (Ampere and later),
+    # off elsewhere, so that a CPU run gives the same numbers on every machine; the run's
+    # config.json records the value used.
+    bf16: bool | None = None
     # A step whose loss or gradient norm is not finite: False stops the run with an error
     # (nothing applied, no checkpoint from it); True skips its update (the schedule advances)
     # and counts it as `skipped_nonfinite` in the metrics.
@@ -173,6 +176,9 @@ class TrainConfig:
     # torch.compile every Transformer layer (opt-in: compiling takes minutes, needs a C++
     # compiler on CPU, and was not yet measured on a GPU; see docs/speed.md).
     compile: bool = False
+    # The whole step (every micro-batch's forward and backward, clipping, AdamW) as one
+    # compiled graph, replayed as a CUDA graph on CUDA (electra.train.step); one process only.
+    compile_step: bool = False
     log_every: int = 10
     save_every: int = 500
     # Held-out probes (electra.train.heldout) every `eval_every` steps and before the first:

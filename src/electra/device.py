@@ -93,6 +93,12 @@ def bf16_note(device: torch.device) -> str:
     return ""
 
 
+def default_bf16(device: torch.device) -> bool:
+    """`train.bf16` left unset: bf16 autocast on a CUDA GPU with native bf16 (compute
+    capability 8.0 and later), fp32 elsewhere."""
+    return device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def resolve_device(name: str = "auto", bf16: bool = False, index: int = 0) -> torch.device:
     """`--device` as a torch device (`index`: the CUDA device, torchrun's LOCAL_RANK); with
     `bf16`, also the bf16 check."""

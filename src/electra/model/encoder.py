@@ -360,6 +360,18 @@ class Generator(nn.Module):
 MIN_RECOMPILE_LIMIT = 64
 
 
+def raise_recompile_limit() -> None:
+    """Let dynamo keep at least `MIN_RECOMPILE_LIMIT` graphs per code object (torch's default
+    is 8) before it runs further shapes eagerly."""
+    import torch._dynamo  # only when compiling: importing dynamo takes a while
+
+    dynamo_config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):  # the newer name, then the older
+        if hasattr(dynamo_config, name):
+            setattr(dynamo_config, name, max(getattr(dynamo_config, name), MIN_RECOMPILE_LIMIT))
+            break
+
+
 def compile_layers(module: nn.Module) -> int:
     """torch.compile every Transformer layer under `module`, in place; returns how many.
 
@@ -373,13 +385,7 @@ def compile_layers(module: nn.Module) -> int:
     and padded/unpadded batch is a graph of its own: torch's default limit of 8 per code object
     was reached in one benchmark process (ELECTRA-Small then -Base), after which dynamo runs
     further shapes eagerly. The limit is raised to at least 64."""
-    import torch._dynamo  # only when compiling: importing dynamo takes a while
-
-    dynamo_config = torch._dynamo.config
-    for name in ("recompile_limit", "cache_size_limit"):  # the newer name, then the older
-        if hasattr(dynamo_config, name):
-            setattr(dynamo_config, name, max(getattr(dynamo_config, name), MIN_RECOMPILE_LIMIT))
-            break
+    raise_recompile_limit()
     layers = [m for m in module.modules() if isinstance(m, TransformerLayer)]
     for layer in layers:
         layer.compile()

@@ -187,15 +187,23 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, and CPUs with "
-                   "native bf16: AVX512-BF16 or AMX; refused on others, where it is ~85x "
-                   "slower than fp32; ELECTRA_ALLOW_SLOW_BF16=1 overrides)")
+    precision = p.add_mutually_exclusive_group()
+    precision.add_argument("--bf16", action="store_true", help="bf16 autocast (the default on "
+                           "CUDA GPUs with native bf16; on CPUs only with native bf16: "
+                           "AVX512-BF16 or AMX, refused on others, where it is ~85x slower; "
+                           "ELECTRA_ALLOW_SLOW_BF16=1 overrides)")
+    precision.add_argument("--fp32", action="store_true", help="train in fp32, also on a GPU "
+                           "that computes bf16 natively (train.bf16=false)")
     p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
                    "gradient is NaN/inf (no update; the schedule advances; counted as "
                    "skipped_nonfinite in the metrics) instead of stopping with an error")
     p.add_argument("--compile", action="store_true", help="torch.compile the Transformer "
                    "layers (train.compile; opt-in: compiling takes minutes, and needs a C++ "
                    "compiler on CPU)")
+    p.add_argument("--compile-step", action="store_true", help="compile the whole step "
+                   "(forward, backward, clipping, AdamW) as one graph, replayed as a CUDA graph "
+                   "on CUDA (train.compile_step; one process, torch >= 2.11; opt-in until "
+                   "measured faster on a GPU, docs/speed.md)")
     p.add_argument("--log-every", type=int)
     p.add_argument("--eval-every", type=int,
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
@@ -235,12 +243,14 @@ def build_pretrain_config(args):
     merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
     if args.objective:
         cfg.objective.name = args.objective
-    if args.bf16:
-        cfg.train.bf16 = True
+    if args.bf16 or args.fp32:
+        cfg.train.bf16 = bool(args.bf16)
     if args.skip_nonfinite:
         cfg.train.skip_nonfinite = True
     if args.compile:
         cfg.train.compile = True
+    if args.compile_step:
+        cfg.train.compile_step = True
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:

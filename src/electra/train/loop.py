@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.device import bf16_note, to_device
+from electra.device import bf16_note, default_bf16, to_device
 from electra.errors import ElectraError
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
@@ -44,6 +44,7 @@ from electra.train.init_from import InitSource, check_vocabulary, load_weights
 from electra.train.metrics_log import MetricsLogger, require_tensorboard
 from electra.train.optim import build_optimizer, build_scheduler
 from electra.train.skeleton import LogWindow, StepLoop, Update
+from electra.train.step import WholeStep
 
 RUN_CONFIG = "config.json"
 
@@ -92,7 +93,9 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     if tensorboard:
         require_tensorboard()
     configure_process_for_speed()
-    info = init_distributed(device, bf16=cfg.train.bf16)
+    info = init_distributed(device, bf16=bool(cfg.train.bf16))
+    if cfg.train.bf16 is None:
+        cfg.train.bf16 = default_bf16(info.device)
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
                          tensorboard, init)
@@ -118,6 +121,7 @@ class _Run:
     latest: Path | None
     step_flops: int
     init: InitSource | None = None
+    whole_step: WholeStep | None = None  # train.compile_step
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
@@ -160,7 +164,10 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     if init is not None and latest is None:  # a resumed run's weights are in its checkpoint
         load_weights(objective, init)
     objective.to(info.device)
-    if tc.compile:
+    if tc.compile_step and info.enabled:
+        raise ElectraError("train.compile_step compiles one process's whole step; under "
+                           "torchrun use train.compile (the layers) instead")
+    if tc.compile and not tc.compile_step:
         compile_layers(objective)
     optimizer = build_optimizer(objective, tc)  # fused on CUDA (adamw_impl)
     scheduler = build_scheduler(optimizer, tc)
@@ -200,8 +207,12 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
                                           data.seq_len).values())
     update = Update(optimizer, scheduler, [p for p in objective.parameters() if p.requires_grad],
                     tc.max_grad_norm, tc.skip_nonfinite)
+    whole_step = None
+    if tc.compile_step:
+        whole_step = WholeStep(objective, optimizer, tc.max_grad_norm, tc.bf16, _window_values,
+                               compile=True, device=info.device)
     return _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
-                skipped, latest, step_flops, init)
+                skipped, latest, step_flops, init, whole_step)
 
 
 def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str, Any]:
@@ -228,28 +239,20 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
     start_time = time.perf_counter()
     run.model.train()
     with logger, StepLoop(tc.steps, run.step, "pretrain", show_progress and info.is_main, info,
-                          nonfinite_hint=hint) as loop:
+                          nonfinite_hint=hint, skip_nonfinite=tc.skip_nonfinite) as loop:
         loop.skipped = run.skipped
         while loop.running:
             objective.on_step_start(loop.step, tc.steps)
-            step_loss = torch.zeros((), device=info.device)
-            for micro in range(tc.grad_accum):
-                host = next(batches)
-                # Padding is decided on the host batch, where it is free: asked of the device
-                # copy it would be a sync per encoder call on CUDA (see `known_padding`).
-                padded = mask_has_padding(host["attention_mask"])
-                batch = to_device(host, info.device)  # pinned + non-blocking on CUDA
-                sync = micro == tc.grad_accum - 1 or not info.enabled
-                with (contextlib.nullcontext() if sync else run.model.no_sync()), autocast, \
-                        known_padding(padded):
-                    output = run.model(batch)
-                    (output.loss / tc.grad_accum).backward()
-                step_loss += output.loss.detach().float()
-                window.add(_window_values(output, batch["attention_mask"]))
             lr = run.update.lr
-            finite = loop.update(run.update, step_loss)
+            if run.whole_step is not None:
+                finite = _whole_step(run, batches, window, loop)
+            else:
+                finite = _eager_step(run, batches, window, loop, autocast)
             window.end_step(keep=finite)
             step = loop.end_step()
+            if (loop.due(tc.log_every) or loop.due(tc.save_every) or loop.stopping
+                    or (probe is not None and probe.due(step, tc.steps))):
+                loop.settle()  # the device is read here anyway
 
             if loop.due(tc.log_every):
                 record = {"step": step, **_record(*window.flush(info)), "lr": lr,
@@ -280,6 +283,41 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
             "timed_steps": run.step - loop.first_step, "examples": examples,
             "data_passes": examples / len(run.data), "last": last_record, "final": {},
             "out": str(run.out), "world_size": info.world_size}
+
+
+def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop,
+                autocast) -> bool | torch.Tensor:
+    """One optimizer step, module by module: each micro-batch's forward and backward, then
+    `loop.update`. Returns whether the update was applied (a device flag where it was
+    decided on the device)."""
+    tc, info = run.cfg.train, run.info
+    step_loss = torch.zeros((), device=info.device)
+    for micro in range(tc.grad_accum):
+        host = next(batches)
+        # Padding is decided on the host batch, where it is free: asked of the device copy it
+        # would be a sync per encoder call on CUDA (see `known_padding`).
+        padded = mask_has_padding(host["attention_mask"])
+        batch = to_device(host, info.device)  # pinned + non-blocking on CUDA
+        sync = micro == tc.grad_accum - 1 or not info.enabled
+        with (contextlib.nullcontext() if sync else run.model.no_sync()), autocast, \
+                known_padding(padded):
+            output = run.model(batch)
+            (output.loss / tc.grad_accum).backward()
+        step_loss += output.loss.detach().float()
+        window.add(_window_values(output, batch["attention_mask"]))
+    return loop.update(run.update, step_loss)
+
+
+def _whole_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> torch.Tensor:
+    """One optimizer step as one compiled function (`train.compile_step`, see
+    `electra.train.step`); the schedule advances on the host."""
+    hosts = [next(batches) for _ in range(run.cfg.train.grad_accum)]
+    padded = any(mask_has_padding(h["attention_mask"]) for h in hosts)
+    result = run.whole_step([to_device(h, run.info.device) for h in hosts], padded)
+    for values in result.values:
+        window.add(values)
+    run.update.scheduler.step()
+    return loop.count_update(result.finite)
 
 
 def _export(run: _Run) -> dict[str, str]:

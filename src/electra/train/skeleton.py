@@ -54,14 +54,19 @@ class Update:
         return max(group["lr"] for group in self.optimizer.param_groups)
 
 
+_NONE_YET = 2**62  # no unsettled step
+
+
 class StepLoop:
     """Drives `total` steps from `start`: see the module docstring. Under torchrun (`dist`),
     the non-finite and stop decisions are all-reduced so that every rank takes them together.
-    `nonfinite_hint` ends the error of a non-finite step (what the user can do about it)."""
+    `nonfinite_hint` ends the error of a non-finite step (what the user can do about it);
+    `skip_nonfinite` is the `Update`'s, for the updates skipped on the device (`settle`)."""
 
     def __init__(self, total: int, start: int = 0, desc: str = "train",
                  show_progress: bool = False, dist: DistInfo | None = None,
-                 nonfinite_hint: Callable[[], str] = lambda: "") -> None:
+                 nonfinite_hint: Callable[[], str] = lambda: "",
+                 skip_nonfinite: bool = False) -> None:
         self.total = total
         self.step = start
         self.first_step = start
@@ -69,6 +74,10 @@ class StepLoop:
         self.dist = dist
         self.nonfinite_hint = nonfinite_hint
         self.skipped = 0
+        self.skip_nonfinite = skip_nonfinite
+        # Non-finite steps counted on the device and not yet read (see `settle`).
+        self._unsettled: torch.Tensor | int = 0
+        self._unsettled_since = _NONE_YET
         self._stop = False
         self._signals = StopSignals()
         self._bar = tqdm(total=total, initial=start, desc=desc, unit="step",
@@ -91,14 +100,28 @@ class StepLoop:
         """A stop signal arrived (on any rank) and steps remain: checkpoint, then `preempt`."""
         return self._stop and self.step < self.total
 
-    def update(self, update: Update, loss: torch.Tensor) -> bool:
+    def update(self, update: Update, loss: torch.Tensor) -> bool | torch.Tensor:
         """After the backward pass(es): clip, check that the loss and gradient norm are finite,
-        then step (or skip, or raise). Returns whether the update was applied. One host sync per
-        call (free on CPU, a short stall on CUDA)."""
+        then step (or skip, or raise). Returns whether the update was applied.
+
+        Where the optimizer can skip an update on the device (torch's fused AdamW, on CUDA)
+        and one process trains, nothing here waits for the device: the returned flag is a
+        device tensor and the check is `settle`'s, when the loop next reads the device.
+        Elsewhere one host sync per call (free on CPU)."""
         if update.max_grad_norm:
             norm = torch.nn.utils.clip_grad_norm_(update.params, update.max_grad_norm)
         else:
-            norm = torch.zeros(())
+            norm = torch.zeros((), device=loss.device)
+        if self._skips_on_device(update):
+            finite = torch.isfinite(norm) & torch.isfinite(loss)
+            update.optimizer.found_inf = (~finite).float()  # the fused kernel's skip flag
+            try:
+                update.optimizer.step()
+            finally:
+                del update.optimizer.found_inf
+            update.scheduler.step()
+            update.optimizer.zero_grad(set_to_none=True)
+            return self.count_update(finite)
         finite, self._stop = self._flags(norm, loss)
         if finite:
             update.optimizer.step()
@@ -118,6 +141,35 @@ class StepLoop:
                 f"saved from it{'; ' + hint if hint else ''}")
         update.optimizer.zero_grad(set_to_none=True)
         return finite
+
+    def _skips_on_device(self, update: Update) -> bool:
+        return (update.after is None and not (self.dist is not None and self.dist.enabled)
+                and any(g.get("fused") for g in update.optimizer.param_groups))
+
+    def count_update(self, finite: torch.Tensor) -> torch.Tensor:
+        """Account for an update applied on the device only where `finite` (a 0-dim bool
+        tensor) holds, without reading it: `settle` does, at the next log line or checkpoint.
+        Returns `finite`."""
+        self._unsettled = self._unsettled + (~finite).int()
+        self._unsettled_since = min(self._unsettled_since, self.step + 1)
+        self._stop = self._signals.requested
+        return finite
+
+    def settle(self) -> None:
+        """Read the non-finite steps counted on the device since the last call (one sync):
+        with `skip_nonfinite` they count as skipped, otherwise the run stops with the error
+        (none of those updates was applied, so nothing saved afterwards holds them)."""
+        bad = int(self._unsettled) if isinstance(self._unsettled, torch.Tensor) else 0
+        first, self._unsettled, self._unsettled_since = self._unsettled_since, 0, _NONE_YET
+        if not bad:
+            return
+        if self.skip_nonfinite:
+            self.skipped += bad
+            return
+        hint = self.nonfinite_hint()
+        raise ElectraError(
+            f"non-finite loss or gradient in {bad} of steps {first}-{self.step}; those updates "
+            f"were not applied and nothing was saved from them{'; ' + hint if hint else ''}")
 
     def _flags(self, norm: torch.Tensor, loss: torch.Tensor) -> tuple[bool, bool]:
         """(finite, stop requested): under torchrun one MAX all-reduce of two ints makes every
@@ -170,11 +222,20 @@ class LogWindow:
     def add(self, values: dict[str, torch.Tensor | float]) -> None:
         self.pending.append(values)
 
-    def end_step(self, keep: bool = True) -> None:
-        for values in self.pending if keep else ():
-            for k, v in values.items():  # in micro-batch order
-                self.sums[k] = self.sums[k] + v if k in self.sums else v
-            self.count += 1
+    def end_step(self, keep: bool | torch.Tensor = True) -> None:
+        """`keep`: whether the step counts; a 0-dim bool tensor (an update skipped on the
+        device or not) is applied without reading it."""
+        if isinstance(keep, torch.Tensor):
+            for values in self.pending:
+                for k, v in values.items():
+                    v = torch.where(keep, v, 0.0)
+                    self.sums[k] = self.sums[k] + v if k in self.sums else v
+                self.count = self.count + keep.int()
+        else:
+            for values in self.pending if keep else ():
+                for k, v in values.items():  # in micro-batch order
+                    self.sums[k] = self.sums[k] + v if k in self.sums else v
+                self.count += 1
         self.pending.clear()
 
     def flush(self, dist: DistInfo | None = None) -> tuple[dict[str, float], int, float]:
@@ -189,7 +250,7 @@ class LogWindow:
                 stacked = all_reduce_sum(stacked, dist)
             totals.update(zip(keys, stacked.tolist(), strict=True))
         totals.update({k: float(v) for k, v in self.sums.items() if k not in totals})
-        count = self.count * (dist.world_size if dist is not None else 1)
+        count = int(self.count) * (dist.world_size if dist is not None else 1)
         elapsed = time.perf_counter() - self.t0
         self.reset()
         return totals, count, elapsed
