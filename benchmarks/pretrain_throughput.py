@@ -1,4 +1,5 @@
-"""Training tokens/s of our ELECTRA-Small step against the common `transformers` recipe.
+"""Training tokens/s of our ELECTRA step against the common `transformers` recipe (on CUDA,
+also against transformers' BERT and ModernBERT masked LMs).
 
 One training step = objective forward + backward + AdamW step, train mode, dropout 0.1. Ours is
 `ElectraObjective` (masked-only generator head, fast dropout, eager/SDPA choice per dtype).
@@ -16,15 +17,27 @@ subprocesses with and without them. Prints one JSON object.
     python -m benchmarks.pretrain_throughput            # default, ~8-9 min on 2 CPU cores
     python -m benchmarks.pretrain_throughput --quick    # smoke run, tiny sizes
     python -m benchmarks.pretrain_throughput --device cuda --presets small,base --seq-len 128,512
+    python -m benchmarks.pretrain_throughput --device cuda --presets small,base \
+        --seq-len 128,512 --compile --compile-step --peers      # every side (gpu_check's set)
 
 On a CPU without native bf16 (AVX2 only) the bf16 modes and the fp32/bf16 accuracy check are
 skipped, and the JSON says why under "skipped" (ELECTRA_ALLOW_SLOW_BF16=1 runs them anyway).
 
 With `--device cuda` (bf16 autocast by default) each preset and length is timed side by side,
-one after the other on the same GPU (so each side's peak memory is its own): tokens/s,
-sequences/s, model FLOPs utilisation (training FLOPs of `electra.flops` per second over
-`--peak-tflops`, default 989: an H100 SXM's dense bf16 peak) and peak memory; the reference
-when `transformers` is installed, our step under torch.compile with `--compile`.
+one after the other on the same GPU (so each side's peak memory is its own). The sides: "ours"
+(our eager step), "ref" (the recipe above, when `transformers` is installed), "ours_compiled"
+(every layer under torch.compile, `--compile`), "ours_step" (the whole step, forward to AdamW,
+as one compiled graph replayed as a CUDA graph: `electra.train.step.WholeStep`,
+`--compile-step`), and with `--peers` transformers' BERT-Base ("bert_mlm") and ModernBERT-base
+("modernbert_mlm") masked LMs at the same tokens per step. Each side reports tokens/s,
+sequences/s, peak memory, model FLOPs utilisation in two conventions (training FLOPs per second
+over `--peak-tflops`, default 989, an H100 SXM's dense bf16 peak: "mfu" counts the backward as
+the forward, as `electra.flops` does, "mfu_backward_2x" twice, the usual 6N) and, from three
+profiled steps, the share of the time the GPU is busy and the kernels and launches per step.
+Each run adds "vs_ours" (our sides' tokens/s over the others') and "matmul_ceiling" (torch.matmul
+at the step's own shapes, in TFLOP/s, and their FLOP-weighted harmonic mean: what a step of
+these matmuls alone would reach). A side that fails records {"error": ...}; the others still
+run. The same code runs on CPU at toy sizes in the tests (`benchmarks.gpu_check --cpu-dry-run`).
 """
 
 from __future__ import annotations
@@ -39,8 +52,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -57,9 +71,12 @@ from electra.model.encoder import (
 )
 from electra.objectives import build_objective, metrics_from_counts, objective_step_flops
 from electra.objectives.electra import ElectraObjective
-from electra.objectives.masking import SpecialIds
+from electra.objectives.generators import generator_config
+from electra.objectives.masking import SpecialIds, max_predictions
+from electra.train.loop import _window_values
 from electra.train.optim import adamw_impl
 from electra.train.speed import configure_process_for_speed
+from electra.train.step import WholeStep
 
 SPECIAL = SpecialIds()
 Batch = dict[str, torch.Tensor]
@@ -107,6 +124,21 @@ def make_batches(n: int, batch_size: int, seq_len: int, vocab_size: int, seed: i
 
 
 # ------------------------------------------------------------------------ reference
+def mlm_masking(input_ids: torch.Tensor, mask_prob: float, mask_token_prob: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's corruption as `transformers` recipes write it: each non-special token is a
+    target with probability `mask_prob`, and `mask_token_prob` of the targets read [MASK] in
+    the input (the others stay). Returns the targets and the corrupted input ids."""
+    special = ((input_ids == SPECIAL.cls) | (input_ids == SPECIAL.sep)
+               | (input_ids == SPECIAL.pad))
+    device = input_ids.device
+    probs = torch.full(input_ids.shape, mask_prob, device=device).masked_fill(special, 0.0)
+    targets = torch.bernoulli(probs).bool()
+    to_mask = targets & torch.bernoulli(torch.full(input_ids.shape, mask_token_prob,
+                                                   device=device)).bool()
+    return targets, input_ids.masked_fill(to_mask, SPECIAL.mask)
+
+
 class ReferenceElectra(nn.Module):
     """ELECTRA pre-training written the common way with `transformers`."""
 
@@ -139,15 +171,7 @@ class ReferenceElectra(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
         token_type_ids = batch["token_type_ids"]
-        special = ((input_ids == SPECIAL.cls) | (input_ids == SPECIAL.sep)
-                   | (input_ids == SPECIAL.pad))
-        device = input_ids.device
-        probs = torch.full(input_ids.shape, self.mask_prob, device=device).masked_fill(special,
-                                                                                       0.0)
-        masked = torch.bernoulli(probs).bool()
-        to_mask = masked & torch.bernoulli(torch.full(input_ids.shape, self.mask_token_prob,
-                                                      device=device)).bool()
-        gen_input = input_ids.masked_fill(to_mask, SPECIAL.mask)
+        masked, gen_input = mlm_masking(input_ids, self.mask_prob, self.mask_token_prob)
         labels = input_ids.masked_fill(~masked, -100)
         gen = self.generator(input_ids=gen_input, attention_mask=attention_mask,
                              token_type_ids=token_type_ids, labels=labels)
@@ -159,6 +183,106 @@ class ReferenceElectra(nn.Module):
         disc = self.discriminator(input_ids=disc_input, attention_mask=attention_mask,
                                   token_type_ids=token_type_ids, labels=is_replaced)
         return gen.loss + self.disc_weight * disc.loss
+
+
+# ---------------------------------------------------------------------------- peers
+@dataclass(frozen=True)
+class Peer:
+    """A `transformers` masked LM timed beside ours at the same tokens per step."""
+
+    model_class: str  # the transformers classes
+    config_class: str
+    shape: dict  # the released base model's shape
+    tiny: dict  # its stand-in for the `tiny` preset (the CPU dry run)
+    fixed: dict = field(default_factory=dict)  # other config fields, at the real and tiny shape
+    token_types: bool = True  # whether it takes token_type_ids
+
+
+PEERS = {
+    "bert_mlm": Peer(
+        "BertForMaskedLM", "BertConfig",
+        shape={"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+               "intermediate_size": 3072},
+        tiny={"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 256}),
+    "modernbert_mlm": Peer(
+        "ModernBertForMaskedLM", "ModernBertConfig",
+        shape={"hidden_size": 768, "num_hidden_layers": 22, "num_attention_heads": 12,
+               "intermediate_size": 1152},
+        tiny={"hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 2,
+              "intermediate_size": 96},
+        fixed={"global_attn_every_n_layers": 3, "local_attention": 128,
+               "bos_token_id": SPECIAL.cls, "cls_token_id": SPECIAL.cls,
+               "eos_token_id": SPECIAL.sep, "sep_token_id": SPECIAL.sep,
+               # eager, as every other side: transformers 4.x compiles its MLP and head by
+               # default (later versions ignore the field)
+               "reference_compile": False},
+        token_types=False),
+}
+
+
+class MaskedLMPeer(nn.Module):
+    """A `transformers` masked LM trained as its recipes train it: `mlm_masking`'s targets
+    are the labels, -100 elsewhere; `batch -> loss`."""
+
+    def __init__(self, model: nn.Module, token_types: bool, mask_prob: float = 0.15,
+                 mask_token_prob: float = 0.85):
+        super().__init__()
+        self.model, self.token_types = model, token_types
+        self.mask_prob, self.mask_token_prob = mask_prob, mask_token_prob
+
+    @property
+    def attn_implementation(self) -> str:
+        return str(self.model.config._attn_implementation)
+
+    def step_flops(self, batch_size: int, seq_len: int) -> float:
+        """Training FLOPs of one step with the backward counted as the forward, as
+        `electra.flops` counts ours: 2 x (2N + 4LHS) per token (N the parameters outside the
+        embeddings, L layers of width H attending over S positions): 2/3 of the usual
+        6N + 12LHS. The MLM head's vocabulary projection is tied to the embeddings, so it is
+        not counted; ModernBERT's local layers are counted as global (SDPA masks the window,
+        it computes every position)."""
+        cfg = self.model.config
+        n = self.model.num_parameters(exclude_embeddings=True)
+        per_token = 2 * n + 4 * cfg.num_hidden_layers * cfg.hidden_size * seq_len
+        return 2.0 * per_token * batch_size * seq_len
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        input_ids = batch["input_ids"]
+        targets, inputs = mlm_masking(input_ids, self.mask_prob, self.mask_token_prob)
+        extra = {"token_type_ids": batch["token_type_ids"]} if self.token_types else {}
+        return self.model(input_ids=inputs, attention_mask=batch["attention_mask"],
+                          labels=input_ids.masked_fill(~targets, -100), **extra).loss
+
+
+def build_peer(name: str, cfg: PretrainConfig, tiny: bool) -> MaskedLMPeer:
+    """PEERS[name] with the run's vocabulary and SDPA attention, at the real shape or the tiny
+    one."""
+    import transformers
+
+    peer = PEERS[name]
+    config = getattr(transformers, peer.config_class)(
+        vocab_size=cfg.model.vocab_size, pad_token_id=SPECIAL.pad,
+        max_position_embeddings=cfg.model.max_position_embeddings, attn_implementation="sdpa",
+        **(peer.tiny if tiny else peer.shape), **peer.fixed)
+    return MaskedLMPeer(getattr(transformers, peer.model_class)(config), peer.token_types,
+                        cfg.objective.mask_prob, cfg.objective.mask_token_prob)
+
+
+def unavailable(side: str) -> str | None:
+    """Why `side` cannot run here (None: it can): the reference and the peers need
+    `transformers` and their classes in it."""
+    needs = {"ref": "ElectraForPreTraining",
+             **{name: peer.model_class for name, peer in PEERS.items()}}.get(side)
+    if needs is None:
+        return None
+    try:
+        import transformers
+    except ImportError:
+        return "transformers is not installed"
+    if not hasattr(transformers, needs):
+        return f"transformers {transformers.__version__} has no {needs}"
+    return None
 
 
 # ---------------------------------------------------------------------------- steps
@@ -180,10 +304,14 @@ def build(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, seed: int) -> nn
                             obj.disc_weight)
 
 
-def build_on(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, device: torch.device
-             ) -> nn.Module:
-    """`build` on `device` for a timed side: "ours", "ours_compiled" (every layer under
-    torch.compile, `--compile`) or "ref"."""
+def build_on(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, device: torch.device,
+             tiny_peers: bool = False) -> nn.Module:
+    """The model of a timed side on `device`: "ours" (also what "ours_step" trains),
+    "ours_compiled" (every layer under torch.compile, `--compile`), "ref", or a peer of PEERS
+    (its tiny shape with `tiny_peers`)."""
+    if side in PEERS:
+        torch.manual_seed(0)
+        return build_peer(side, cfg, tiny_peers).to(device)
     model = build("ref" if side == "ref" else "ours", cfg, gen_cfg, seed=0).to(device)
     if side == "ours_compiled":
         torch._dynamo.reset()  # graphs of earlier presets and lengths neither help nor count
@@ -191,24 +319,31 @@ def build_on(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, device: torch
     return model
 
 
+def adamw(model: nn.Module, lr: float) -> torch.optim.AdamW:
+    """Every side's optimizer: fused on CUDA (`adamw_impl`)."""
+    params = list(model.parameters())
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.01, eps=1e-6, **adamw_impl(params))
+
+
 def make_step(model: nn.Module, side: str, bf16: bool, lr: float = 5e-4,
               device: torch.device | None = None) -> Callable[[Batch], dict]:
     """One optimiser step on a host batch, as the training loop takes it (copied to `device`,
-    pinned on CUDA; for ours, padding decided on the host); returns the objective's output
-    (ours) for metrics. On CUDA both sides get fused AdamW (`adamw_impl`)."""
+    pinned on CUDA; for our objective, padding decided on the host); returns the model's output
+    (ours: the objective's, for metrics; the others': the loss). `side`: "ours" (or
+    "ours_compiled") for our objective, anything else for a model whose forward returns its
+    loss (the reference, the peers)."""
     device = device or torch.device("cpu")
-    params = list(model.parameters())
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, eps=1e-6, **adamw_impl(params))
+    opt = adamw(model, lr)
     model.train()
+    ours = side in ("ours", "ours_compiled")
 
     def step(batch: Batch) -> dict:
-        padded = mask_has_padding(batch["attention_mask"]) if side == "ours" else None
+        padded = mask_has_padding(batch["attention_mask"]) if ours else None
         batch = to_device(batch, device)
         ctx = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
         with ctx, known_padding(padded):
             out = model(batch)
-        loss = out.loss if side == "ours" else out
-        loss.backward()
+        (out.loss if ours else out).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         return {"out": out}
@@ -216,9 +351,37 @@ def make_step(model: nn.Module, side: str, bf16: bool, lr: float = 5e-4,
     return step
 
 
-def timed(step: Callable[[Batch], dict], batch: Batch) -> float:
+def make_whole_step(model: nn.Module, bf16: bool, compile: bool, lr: float = 5e-4,
+                    device: torch.device | None = None) -> Callable[[Batch], dict]:
+    """Our step as `train.compile_step` runs it: one `WholeStep` (forward, backward, clipping
+    at 1.0, AdamW guarded on the device, in one function; with `compile`, one compiled graph,
+    on CUDA replayed as a CUDA graph) on the host batch copied to `device`, padding decided on
+    the host. Returns the `StepResult`."""
+    device = device or torch.device("cpu")
+    model.train()
+    whole = WholeStep(model, adamw(model, lr), max_grad_norm=1.0, bf16=bf16,
+                      window_values=_window_values, compile=compile, device=device)
+
+    def step(batch: Batch) -> dict:
+        padded = mask_has_padding(batch["attention_mask"])
+        return {"out": whole([to_device(batch, device)], padded)}
+
+    return step
+
+
+def sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(step: Callable[[Batch], dict], batch: Batch, device: torch.device | None = None
+          ) -> float:
+    """Seconds of one step; on CUDA between two synchronisations (our loop syncs once per step
+    too)."""
+    sync(device)
     start = time.perf_counter()
     step(batch)
+    sync(device)
     return time.perf_counter() - start
 
 
@@ -371,77 +534,277 @@ def accuracy_check(cfg: PretrainConfig, gen_cfg: ModelConfig, train: list[Batch]
 
 
 # ----------------------------------------------------------------------------- CUDA
-def device_side(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, batches: list[Batch],
-                args: argparse.Namespace, bf16: bool, step_flops: float,
-                device: torch.device) -> dict:
-    """One side alone on the GPU: `args.warmup` untimed steps (compilation included), then
-    `args.rounds` timed ones, each between two synchronisations (our loop syncs once per step
-    too). Peak memory counts from this side's model construction on. (`device` is CUDA but
-    for tests of this code on CPU.)"""
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if cuda:
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    model = build_on(side, cfg, gen_cfg, device)
-    step = make_step(model, "ref" if side == "ref" else "ours", bf16, device=device)
-    times = []
-    for r in range(args.warmup + args.rounds):
-        sync()
-        start = time.perf_counter()
-        step(batches[r % len(batches)])
-        sync()
-        if r >= args.warmup:
-            times.append(time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated() if cuda else None
-    del step, model
+OURS = ("ours", "ours_compiled", "ours_step")  # our sides, in the order they are timed
+PROFILED_STEPS = 3
+# The host's calls that start work on the GPU: one per kernel, one per CUDA graph replay.
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaGraphLaunch", "cuGraphLaunch")
+
+
+def recorded(fn: Callable[..., dict | None], *args: object) -> dict | None:
+    """`fn(*args)`, or {"error": ...} where it raises: one failing measurement (a compile
+    error, an out-of-memory) leaves the others to run."""
+    try:
+        return fn(*args)
+    except Exception as e:  # recorded in the JSON; the run goes on
+        return {"error": f"{type(e).__name__}: {e}"[:2000]}
+
+
+def compiles(side: str, device: torch.device) -> bool:
+    """Whether `side` runs compiled code: our compiled layers anywhere, our whole step on CUDA
+    (elsewhere it runs eagerly: the code path the CPU tests cover)."""
+    return side == "ours_compiled" or (side == "ours_step" and device.type == "cuda")
+
+
+@contextmanager
+def own_compiler_state(compiled: bool) -> Iterator[None]:
+    """A compiled side starts from an empty compiler cache (graphs of earlier sides and lengths
+    neither help nor count) and leaves the sides after it neither its graphs, nor its CUDA
+    graphs' memory pool, nor the process-wide flag the whole step sets."""
+    if not compiled:
+        yield
+        return
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    saved = getattr(torch._dynamo.config, "trace_autograd_ops", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            torch._dynamo.config.trace_autograd_ops = saved
+        torch._dynamo.reset()
+
+
+def side_step(side: str, model: nn.Module, bf16: bool, device: torch.device
+              ) -> Callable[[Batch], dict]:
+    if side == "ours_step":
+        return make_whole_step(model, bf16, compile=compiles(side, device), device=device)
+    return make_step(model, side, bf16, device=device)
+
+
+def speed(times: list[float], batch_size: int, seq_len: int, step_flops: float,
+          peak_tflops: float) -> dict:
+    """Median rates of a side's timed steps, and its MFU in both conventions: "mfu" with the
+    backward counted as the forward (the dissertation's), "mfu_backward_2x" with it counted
+    twice (the usual 6N)."""
     med = statistics.median(times)
-    batch_size, seq_len = batches[0]["input_ids"].shape
-    mfu = step_flops / med / (args.peak_tflops * 1e12)
+    mfu = step_flops / med / (peak_tflops * 1e12)
     return {"tokens_per_s": round(batch_size * seq_len / med, 1),
             "sequences_per_s": round(batch_size / med, 2),
             "mfu": float(f"{mfu:.4g}"), "mfu_backward_2x": float(f"{1.5 * mfu:.4g}"),
-            "peak_memory_gib": None if peak is None else round(peak / 2**30, 3),
             "step_s": {"median": round(med, 5), "min": round(min(times), 5),
                        "all": [round(t, 5) for t in times]}}
 
 
+def gpu_busy(step: Callable[[Batch], dict], batch: Batch, device: torch.device,
+             step_s: float) -> dict | None:
+    """PROFILED_STEPS more steps under torch.profiler: the share of their wall time the GPU
+    spent in kernels ("fraction"; the profiler slows the host, so also the share of the
+    unprofiled median step, "fraction_of_timed_step"), kernels per step, and the host's launch
+    calls per step (a CUDA graph's replay is one). None off CUDA."""
+    if device.type != "cuda":
+        return None
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(PROFILED_STEPS):
+            step(batch)
+        sync(device)
+        wall = time.perf_counter() - start
+    events = prof.events()
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset"))]
+    launches = [e for e in events if e.device_type == DeviceType.CPU
+                and e.name in LAUNCH_CALLS]
+    kernel_s = sum(e.device_time_total for e in kernels) / 1e6
+    return {"fraction": round(kernel_s / wall, 4),
+            "fraction_of_timed_step": round(kernel_s / PROFILED_STEPS / step_s, 4),
+            "kernel_ms_per_step": round(1e3 * kernel_s / PROFILED_STEPS, 3),
+            "kernels_per_step": round(len(kernels) / PROFILED_STEPS, 1),
+            "launch_calls_per_step": round(len(launches) / PROFILED_STEPS, 1)}
+
+
+def device_side(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, batches: list[Batch],
+                args: argparse.Namespace, bf16: bool, step_flops: float,
+                device: torch.device, tiny_peers: bool = False) -> dict:
+    """One side alone on the GPU: `args.warmup` untimed steps (compilation included), then
+    `args.rounds` timed ones (`timed`), then the profiled ones (`gpu_busy`). Peak memory counts
+    from this side's model construction on. A side that raises is recorded as {"error": ...}.
+    (`device` is CUDA but for tests of this code on CPU.)"""
+    def run() -> dict:
+        with own_compiler_state(compiles(side, device)):
+            return time_side(side, cfg, gen_cfg, batches, args, bf16, step_flops, device,
+                             tiny_peers)
+
+    result = recorded(run)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def time_side(side: str, cfg: PretrainConfig, gen_cfg: ModelConfig, batches: list[Batch],
+              args: argparse.Namespace, bf16: bool, step_flops: float, device: torch.device,
+              tiny_peers: bool) -> dict:
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    batch_size, seq_len = batches[0]["input_ids"].shape
+    model = build_on(side, cfg, gen_cfg, device, tiny_peers)
+    step = side_step(side, model, bf16, device)
+    times = [timed(step, batches[r % len(batches)], device)
+             for r in range(args.warmup + args.rounds)][args.warmup:]
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    about: dict = {}
+    if side == "ours_step":
+        about["compiled"] = compiles(side, device)
+    if isinstance(model, MaskedLMPeer):
+        step_flops = model.step_flops(batch_size, seq_len)
+        about = {"step_flops": step_flops,
+                 "params_non_embedding": model.model.num_parameters(exclude_embeddings=True),
+                 "attn_implementation": model.attn_implementation}
+    result = {**speed(times, batch_size, seq_len, step_flops, args.peak_tflops), **about,
+              "peak_memory_gib": None if peak is None else round(peak / 2**30, 3)}
+    result["gpu_busy"] = recorded(gpu_busy, step, batches[0], device,
+                                  result["step_s"]["median"])
+    return result
+
+
+def step_matmuls(cfg: PretrainConfig, batch_size: int, seq_len: int
+                 ) -> dict[str, tuple[int, int, int, int]]:
+    """The step's matmuls as (M, K, N, times per forward): per layer of the discriminator and
+    the generator over every token, QKV, attention output, FFN in and out; once, the
+    generator's vocabulary projection at its masked slots (`max_predictions` per row)."""
+    tokens = batch_size * seq_len
+    shapes = {}
+    gen = generator_config(cfg.model, cfg.objective)
+    for name, m in (("disc", cfg.model), ("gen", gen)):
+        h, inner, layers = m.hidden_size, m.intermediate_size, m.num_hidden_layers
+        shapes |= {f"{name}_qkv": (tokens, h, 3 * h, layers),
+                   f"{name}_attn_out": (tokens, h, h, layers),
+                   f"{name}_ffn_in": (tokens, h, inner, layers),
+                   f"{name}_ffn_out": (tokens, inner, h, layers)}
+    slots = batch_size * max_predictions(seq_len, cfg.objective.mask_prob)
+    shapes["gen_vocab"] = (slots, gen.embedding_size, gen.vocab_size, 1)
+    return shapes
+
+
+def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
+                  reps: int) -> float:
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    b = torch.randn(k, n, dtype=dtype, device=device)
+    for _ in range(2):
+        torch.matmul(a, b)
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(reps):
+        torch.matmul(a, b)
+    sync(device)
+    return 2.0 * m * k * n * reps / (time.perf_counter() - start) / 1e12
+
+
+def matmul_ceiling(cfg: PretrainConfig, batch_size: int, seq_len: int, dtype: torch.dtype,
+                   device: torch.device, peak_tflops: float) -> dict:
+    """torch.matmul at the step's own shapes (`step_matmuls`) in the run's dtype on its device:
+    TFLOP/s per shape, and the ceiling of a step made of these matmuls alone, their harmonic
+    mean weighted by each shape's FLOPs in the forward (total FLOPs / total time at the
+    measured speeds). Backward shapes (the transposes) are not timed."""
+    reps = 20 if device.type == "cuda" else 2
+    shapes, flops, seconds = {}, 0.0, 0.0
+    for name, (m, k, n, count) in step_matmuls(cfg, batch_size, seq_len).items():
+        tflops = matmul_tflops(m, k, n, dtype, device, reps)
+        flops += 2.0 * m * k * n * count
+        seconds += 2.0 * m * k * n * count / (tflops * 1e12)
+        shapes[name] = {"mkn": [m, k, n], "per_forward": count,
+                        "tflops": float(f"{tflops:.4g}")}
+    ceiling = flops / seconds / 1e12
+    return {"dtype": str(dtype).removeprefix("torch."), "shapes": shapes,
+            "ceiling_tflops": float(f"{ceiling:.4g}"),
+            "ceiling_over_peak": float(f"{ceiling / peak_tflops:.4g}")}
+
+
+def vs_ours(run: dict, sides: list[str]) -> dict:
+    """tokens/s of each of our sides over each other side timed: the peers, the reference, and
+    our sides listed before it (ours_step over ours and ours_compiled)."""
+    rate = {s: run[s]["tokens_per_s"] for s in sides if "tokens_per_s" in (run.get(s) or {})}
+    return {f"{a}_over_{b}": round(rate[a] / rate[b], 3)
+            for a in OURS if a in rate for b in sides
+            if b in rate and b != a and (b not in OURS or OURS.index(b) < OURS.index(a))}
+
+
+def device_settings(args: argparse.Namespace, sides: list[str]) -> dict:
+    """What the report measured, in words (the JSON's "settings")."""
+    settings = {
+        "sides": sides, "rounds": args.rounds, "warmup": args.warmup,
+        "padding": ("one row in eight shorter and padded (boolean key mask)" if
+                    not args.no_padding else "none (no mask: flash attention may run)"),
+        "peak_tflops": args.peak_tflops,
+        "peak_tflops_is": ("the default, an H100 SXM's dense bf16 peak (989); pass "
+                           "--peak-tflops for another GPU or fp32"
+                           if args.peak_tflops == H100_BF16_DENSE_TFLOPS else "as given"),
+        "mfu": ("training FLOPs per step from electra.flops (the dissertation's rules: "
+                "backward = forward, generator output only at masked positions) / step "
+                "time / peak; mfu_backward_2x charges the backward twice the forward, the "
+                "usual MFU convention (6N per token). The same model FLOPs for all our sides "
+                "and the reference: the reference computes more (logits at every position) "
+                "for the same step"),
+        "step": "host batch -> device (pinned, non-blocking) + forward + backward + "
+                "AdamW (fused on CUDA; ours_step's is written out in its graph)",
+        "gpu_busy": (f"{PROFILED_STEPS} steps after the timed ones under torch.profiler (CPU "
+                     "+ CUDA): kernel time / their wall time, kernels and host launch calls "
+                     "per step; null off CUDA"),
+        "vs_ours": "tokens/s of one of our sides over another side's, same run",
+    }
+    if "ours_step" in sides:
+        settings["ours_step"] = (
+            "our objective through electra.train.step.WholeStep: forward, backward "
+            "(torch.autograd.grad), clipping at 1.0 and AdamW guarded on the device as one "
+            "function; torch.compile(fullgraph=True, mode='reduce-overhead') on CUDA (one CUDA "
+            "graph per step), eager elsewhere (its 'compiled' says which)")
+    if any(side in PEERS for side in sides):
+        settings["peers"] = {
+            "how": ("transformers masked LMs at the run's tokens per step and vocabulary, "
+                    "SDPA attention, the same step as the reference (bf16 autocast, fused "
+                    "AdamW on CUDA), 15% of the non-special tokens as labels (85% of them "
+                    "[MASK]), -100 elsewhere; at the tiny shape for the 'tiny' preset"),
+            "mfu": ("their own step_flops: 2 x (2N + 4LHS) per token with the backward "
+                    "counted as the forward (mfu), 6N + 12LHS per token (mfu_backward_2x); "
+                    "N = parameters outside the embeddings, L layers, width H, length S"),
+            **{name: {"class": peer.model_class, "shape": {**peer.shape, **peer.fixed},
+                      "tiny": peer.tiny} for name, peer in PEERS.items() if name in sides}}
+    return settings
+
+
 def device_report(args: argparse.Namespace, presets: list[str], seq_lens: list[int],
                   modes: list[str], device: torch.device) -> dict:
-    """Every preset x length x mode: ours, the reference (if transformers is installed) and,
-    with --compile, ours under torch.compile."""
+    """Every preset x length x mode: our eager step, the reference (if transformers is
+    installed), with `args.compile` our compiled layers, with `args.compile_step` our whole step
+    as one graph, with `args.peers` the transformers masked LMs; the matmul ceiling at the
+    step's shapes; and the ratios of our sides to the others."""
+    requested = (["ours"] + (["ours_compiled"] if args.compile else [])
+                 + (["ours_step"] if args.compile_step else []) + ["ref"]
+                 + (list(PEERS) if args.peers else []))
+    skipped = {side: why for side in requested if (why := unavailable(side))}
+    sides = [side for side in requested if side not in skipped]
     try:
         import transformers
-        ref_version, ref_skipped = transformers.__version__, None
+        hf_version = transformers.__version__
     except ImportError:
-        ref_version, ref_skipped = None, "transformers is not installed"
-    sides = ["ours"] + (["ours_compiled"] if args.compile else []) + (
-        [] if ref_skipped else ["ref"])
+        hf_version = None
     report: dict = {
         "benchmark": "pretrain_throughput", "device": device.type,
-        "env": {"torch": torch.__version__, "transformers": ref_version,
+        "env": {"torch": torch.__version__, "transformers": hf_version,
                 "cuda": torch.version.cuda, "python": platform.python_version(),
                 "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None},
-        "settings": {
-            "sides": sides, "rounds": args.rounds, "warmup": args.warmup,
-            "padding": ("one row in eight shorter and padded (boolean key mask)" if
-                        not args.no_padding else "none (no mask: flash attention may run)"),
-            "peak_tflops": args.peak_tflops,
-            "peak_tflops_is": ("the default, an H100 SXM's dense bf16 peak (989); pass "
-                               "--peak-tflops for another GPU or fp32"
-                               if args.peak_tflops == H100_BF16_DENSE_TFLOPS else "as given"),
-            "mfu": ("training FLOPs per step from electra.flops (the dissertation's rules: "
-                    "backward = forward, generator output only at masked positions) / step "
-                    "time / peak; mfu_backward_2x charges the backward twice the forward, the "
-                    "usual MFU convention (6N per token). The same model FLOPs for both sides: "
-                    "the reference computes more (logits at every position) for the same step"),
-            "step": "host batch -> device (pinned, non-blocking) + forward + backward + "
-                    "AdamW (fused on CUDA, both sides)",
-        },
+        "settings": device_settings(args, sides),
         "runs": [],
     }
-    if ref_skipped:
-        report["skipped"] = {"ref": ref_skipped}
+    if skipped:
+        report["skipped"] = skipped
     for preset in presets:
         for seq_len in seq_lens:
             batch_size = args.batch_size or max(1, CUDA_TOKENS_PER_STEP // seq_len)
@@ -455,10 +818,14 @@ def device_report(args: argparse.Namespace, presets: list[str], seq_lens: list[i
                              "mode": mode, "step_flops": step_flops}
                 for side in sides:
                     run[side] = device_side(side, cfg, gen_cfg, batches, args, mode == "bf16",
-                                            step_flops, device)
-                if "ref" in run:
-                    run["ours_over_ref"] = round(run["ours"]["tokens_per_s"]
-                                                 / run["ref"]["tokens_per_s"], 3)
+                                            step_flops, device, tiny_peers=preset == "tiny")
+                run |= {side: {"skipped": why} for side, why in skipped.items()}
+                run["vs_ours"] = vs_ours(run, sides)
+                if "ours_over_ref" in run["vs_ours"]:
+                    run["ours_over_ref"] = run["vs_ours"]["ours_over_ref"]
+                dtype = torch.bfloat16 if mode == "bf16" else torch.float32
+                run["matmul_ceiling"] = recorded(matmul_ceiling, cfg, batch_size, seq_len,
+                                                 dtype, device, args.peak_tflops)
                 report["runs"].append(run)
     return report
 
@@ -498,9 +865,17 @@ def main() -> None:
     ap.add_argument("--modes", help="fp32 and/or bf16 (default: fp32,bf16 on CPU, bf16 on "
                     "CUDA)")
     ap.add_argument("--peak-tflops", type=float, default=H100_BF16_DENSE_TFLOPS,
-                    help="CUDA: the GPU's peak for MFU (default: H100 SXM dense bf16)")
+                    help="CUDA: the GPU's peak for MFU and the matmul ceiling's share of it "
+                    "(default: H100 SXM dense bf16, 989)")
     ap.add_argument("--compile", action="store_true",
-                    help="CUDA: also time our step with torch.compile'd layers")
+                    help="CUDA: also time our step with torch.compile'd layers (ours_compiled)")
+    ap.add_argument("--compile-step", action="store_true",
+                    help="CUDA: also time our whole step (forward, backward, clipping, AdamW) "
+                    "as one compiled function replayed as a CUDA graph (ours_step, "
+                    "electra.train.step.WholeStep)")
+    ap.add_argument("--peers", action="store_true",
+                    help="CUDA: also time transformers' BERT-Base and ModernBERT-base masked "
+                    "LMs at the same tokens per step (bert_mlm, modernbert_mlm)")
     ap.add_argument("--no-padding", action="store_true",
                     help="CUDA: no padded rows (no attention mask: the flash kernel may run)")
     ap.add_argument("--accuracy-steps", type=int, default=20)

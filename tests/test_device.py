@@ -167,7 +167,9 @@ def test_throughput_benchmark_rejects_zero_repeats(flag):
 
 def test_throughput_benchmark_device_report_runs_on_cpu():
     """The --device cuda report's code, run on CPU at the smallest sizes (no GPU here): every
-    side, the step FLOPs of electra.flops and no memory figure off CUDA. Nothing is timed."""
+    side (the whole step eagerly, the peers at their tiny shape), the step FLOPs of
+    electra.flops, the matmul ceiling at the step's shapes, and no memory or profile figure off
+    CUDA. Nothing is timed."""
     import argparse
 
     from electra.config import PretrainConfig
@@ -175,17 +177,55 @@ def test_throughput_benchmark_device_report_runs_on_cpu():
 
     bench = _throughput_module()
     args = argparse.Namespace(batch_size=2, vocab_size=300, rounds=1, warmup=0, compile=False,
-                              no_padding=False, peak_tflops=bench.H100_BF16_DENSE_TFLOPS)
+                              compile_step=True, peers=True, no_padding=False,
+                              peak_tflops=bench.H100_BF16_DENSE_TFLOPS)
     report = bench.device_report(args, ["tiny"], [16], ["fp32"], torch.device("cpu"))
     (run,) = report["runs"]
     cfg = PretrainConfig.from_preset("tiny")
     cfg.model.vocab_size = 300
     assert run["step_flops"] == sum(objective_step_flops(cfg.model, cfg.objective, 2,
                                                          16).values())
-    for side in ("ours", "ref"):
-        assert run[side]["tokens_per_s"] > 0 and run[side]["mfu"] > 0
-        assert run[side]["peak_memory_gib"] is None
+    sides = ("ours", "ours_step", "ref", "bert_mlm", "modernbert_mlm")
+    assert report["settings"]["sides"] == list(sides)
+    for side in sides:
+        assert run[side]["tokens_per_s"] > 0 and run[side]["mfu"] > 0, run[side]
+        assert run[side]["mfu_backward_2x"] == pytest.approx(1.5 * run[side]["mfu"], rel=1e-3)
+        assert run[side]["peak_memory_gib"] is None and run[side]["gpu_busy"] is None
+    assert run["ours_step"]["compiled"] is False  # compiled on CUDA only
+    for peer in ("bert_mlm", "modernbert_mlm"):  # their own FLOPs, at the tiny shape
+        assert 0 < run[peer]["step_flops"] < run["step_flops"]
+        assert run[peer]["attn_implementation"] == "sdpa"
+    assert set(run["vs_ours"]) == {
+        "ours_over_ref", "ours_over_bert_mlm", "ours_over_modernbert_mlm", "ours_step_over_ours",
+        "ours_step_over_ref", "ours_step_over_bert_mlm", "ours_step_over_modernbert_mlm"}
+    assert run["ours_over_ref"] == run["vs_ours"]["ours_over_ref"]
+    ceiling = run["matmul_ceiling"]
+    assert ceiling["dtype"] == "float32" and ceiling["ceiling_tflops"] > 0
+    assert ceiling["shapes"]["disc_qkv"]["mkn"] == [32, 128, 384]  # 2 x 16 tokens, H 128
+    assert ceiling["shapes"]["gen_vocab"]["mkn"] == [2 * 2, 128, 300]  # 2 slots per row
+    tflops = [s["tflops"] for s in ceiling["shapes"].values()]
+    assert min(tflops) <= ceiling["ceiling_tflops"] <= max(tflops)
     assert "989" in report["settings"]["peak_tflops_is"]
+
+
+def test_throughput_benchmark_records_a_failing_side_and_runs_the_others(monkeypatch):
+    """A side that raises (a compile failure on the GPU) is recorded as its error; the sides
+    after it still run."""
+    import argparse
+
+    bench = _throughput_module()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no graph today")
+
+    monkeypatch.setattr(bench, "make_whole_step", broken)
+    args = argparse.Namespace(batch_size=2, vocab_size=300, rounds=1, warmup=0, compile=False,
+                              compile_step=True, peers=False, no_padding=False,
+                              peak_tflops=bench.H100_BF16_DENSE_TFLOPS)
+    (run,) = bench.device_report(args, ["tiny"], [16], ["fp32"], torch.device("cpu"))["runs"]
+    assert run["ours_step"] == {"error": "RuntimeError: no graph today"}
+    assert run["ref"]["tokens_per_s"] > 0
+    assert set(run["vs_ours"]) == {"ours_over_ref"}
 
 
 # --- benchmarks/cpu_step.py --------------------------------------------------------------

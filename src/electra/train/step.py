@@ -116,8 +116,16 @@ class WholeStep:
         ensure_adamw_state(optimizer)
         self.lrs = torch.zeros(len(optimizer.param_groups), device=self.device)
         self._run = self._step
+        self._graphed = compile and self.device.type == "cuda"
         if compile:
             self._run = compile_whole_step(self._step, self.device)
+        if self._graphed:
+            # The optimizer's state and the learning rates are updated in place at fixed
+            # addresses, so the CUDA graph reads and writes them where they lie (no copies).
+            for state in optimizer.state.values():
+                for t in state.values():
+                    torch._dynamo.mark_static_address(t)
+            torch._dynamo.mark_static_address(self.lrs)
 
     def __call__(self, micro_batches: list[dict[str, torch.Tensor]],
                  padded: bool | None = None) -> StepResult:
@@ -127,6 +135,8 @@ class WholeStep:
             self.lrs[i].fill_(group["lr"])
         if padded is None:
             padded = any(mask_has_padding(b["attention_mask"]) for b in micro_batches)
+        if self._graphed:  # each call is a new step: the last one's outputs are consumed
+            torch.compiler.cudagraph_mark_step_begin()
         with known_padding(padded):
             return self._run(micro_batches, self.lrs)
 
