@@ -87,10 +87,12 @@ def dropout_mask(shape: torch.Size, p: float, dtype: torch.dtype,
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """F.dropout with the fast CPU mask; other devices keep torch's fused kernel."""
+    """F.dropout with the fast CPU mask; other devices keep torch's fused kernel, and so does
+    code being compiled (the compiler generates its own dropout kernels, and cannot trace the
+    mask's in-place integer draw into one graph)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p, True)
     return x * dropout_mask(x.shape, p, x.dtype, x.device)
 

@@ -180,7 +180,9 @@ def compile_whole_step(fn: Callable, device: torch.device) -> Callable:
     config.trace_autograd_ops = True
     raise_recompile_limit()
     mode = "reduce-overhead" if device.type == "cuda" else None
-    return torch.compile(fn, fullgraph=True, mode=mode)
+    # dynamic=False: every shape is static by design; a batch of another shape is a graph of
+    # its own, never a symbolic one (the step's random draws need concrete sizes).
+    return torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
 
 
 @contextlib.contextmanager
