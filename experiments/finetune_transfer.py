@@ -41,16 +41,13 @@ import torch
 
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, write_atomic
+from electra.finetune.baseline import CONFIG_FILES, random_init
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
 from electra.finetune.model_io import check_model_dir
-from electra.model.encoder import Discriminator, init_weights
-from electra.model.hf import read_model_dir, save_pretrained
 from electra.tasks import get_task
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 STARTS = ("pretrained", "random")
-# A model directory's files besides its weights: what a random init copies from its source.
-CONFIG_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -95,26 +92,6 @@ def demo_model(work: Path, steps: int | None) -> Path:
 
     run_demo(out_dir=work / "demo", steps=steps)
     return work / "demo" / "pretrain" / "final" / "discriminator"
-
-
-def random_init(model_dir: Path, out_dir: Path, seed: int) -> Path:
-    """The pre-trained model's architecture with fresh weights (`init_weights`, as pre-training
-    starts) and its tokenizer files. Written once: OUT_DIR/init.json records the seed and the
-    source's config and tokenizer files, and a matching directory is left as it is (so models
-    sharing a `--baseline` never rewrite it under each other)."""
-    record = {"seed": seed, "sha256": {f: sha256_file(model_dir / f) for f in CONFIG_FILES
-                                       if (model_dir / f).is_file()}}
-    marker = out_dir / "init.json"
-    if marker.is_file() and json.loads(marker.read_text()) == record \
-            and (out_dir / "model.safetensors").is_file():
-        return out_dir
-    cfg, _, _ = read_model_dir(model_dir)
-    torch.manual_seed(seed)
-    model = Discriminator(cfg)
-    init_weights(model, cfg.initializer_range)
-    save_pretrained(model, out_dir, model_dir)
-    write_atomic(marker, json.dumps(record, indent=2) + "\n")
-    return out_dir
 
 
 def _set_threads(n: int) -> None:

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from electra.errors import ElectraError
+from electra.finetune.baseline import random_init
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
 from electra.plot import plot
 from electra.tasks import get_task
@@ -58,7 +59,6 @@ from experiments.equal_budget import (
     steps_for_budget,
     vocab_size_of,
 )
-from experiments.finetune_transfer import random_init
 
 LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
 LABELS = {"electra": "ELECTRA", "all-tokens-mlm": "All-Tokens MLM", "replace-mlm": "Replace MLM",

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from electra.demo import run_demo
+from electra.demo_check import CheckSettings, find_glue_dir, format_check
 from electra.errors import ElectraError
 
 
@@ -23,7 +24,7 @@ def _corpus(tmp_path):
 @pytest.mark.slow  # ~10 s of CPU: vocabulary, packing, 2 steps, evaluation, export
 def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     report = run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "demo", steps=2,
-                      vocab_size=400, batch_size=4)
+                      vocab_size=400, batch_size=4, check=False)
     out = capsys.readouterr().out
     assert "tiny-local" in out
     assert "AutoModelForPreTraining.from_pretrained(path, trust_remote_code=True)" in out
@@ -37,3 +38,46 @@ def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     with pytest.raises(ElectraError, match="tiny-local"):
         run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "d2", preset="small")
     assert not (tmp_path / "d2").exists()  # refused before anything is written
+
+
+@pytest.mark.skipif(find_glue_dir(None) is None, reason="needs ../shared/data/glue (SST-2)")
+@pytest.mark.slow  # ~30 s of CPU: a 2-step demo, then 2 x 2 short fine-tunings
+def test_demo_ends_with_the_downstream_check(tmp_path, capsys):
+    """The pre-trained discriminator and random weights of its shape, both fine-tuned on SST-2
+    with the same seeds; the summary prints both medians, their difference and a verdict."""
+    settings = CheckSettings(train_examples=64, seeds=2)
+    report = run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "demo", steps=2,
+                      vocab_size=400, batch_size=4, check_settings=settings)
+    check = report["downstream_check"]
+    assert set(check["scores"]) == {"pretrained", "random"}
+    assert all(len(v) == 2 and all(0 <= x <= 100 for x in v) for v in check["scores"].values())
+    assert check["gain"] == pytest.approx(check["medians"]["pretrained"]
+                                          - check["medians"]["random"])
+    assert check["paid"] == (check["gain"] > 0 and check["gain"] > check["spread"])
+    out = capsys.readouterr().out
+    assert "downstream check: SST-2 dev accuracy, fine-tuned on 64 sentences" in out
+    assert "python -m experiments.ladder_on_mix" in out
+    random_cfg = json.loads((tmp_path / "demo" / "check" / "random_init" / "config.json")
+                            .read_text())
+    trained_cfg = json.loads((tmp_path / "demo" / "pretrain" / "final" / "discriminator"
+                              / "config.json").read_text())
+    assert random_cfg == trained_cfg  # only the weights differ
+
+
+def test_demo_check_data_that_is_not_glue_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ElectraError, match="--check-data .*SST-2/train.tsv"):
+        run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "d", check_data=tmp_path)
+    assert not (tmp_path / "d").exists()
+
+
+def test_demo_check_verdicts():
+    base = {"task": "SST-2", "metric": "dev_accuracy", "train_examples": 10000, "epochs": 1.0,
+            "seeds": 3, "scores": {"pretrained": [70.0, 71.0, 72.0],
+                                   "random": [68.0, 68.5, 69.0]},
+            "medians": {"pretrained": 71.0, "random": 68.5}, "spread": 2.0}
+    paid = "\n".join(format_check({**base, "gain": 2.5, "paid": True}))
+    assert "+2.5" in paid and "pre-training paid" in paid
+    unclear = "\n".join(format_check({**base, "gain": 1.0, "paid": False}))
+    assert "less than the seeds' spread" in unclear
+    worse = "\n".join(format_check({**base, "gain": -4.1, "paid": False}))
+    assert "did not pay yet" in worse and "-4.1" in worse

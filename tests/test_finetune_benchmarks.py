@@ -12,6 +12,8 @@ from types import ModuleType
 import pytest
 from safetensors.torch import load_file
 
+from electra.finetune.baseline import random_init
+
 ROOT = Path(__file__).resolve().parents[1]
 GLUE = ROOT.parent / "shared" / "data" / "glue"
 
@@ -32,9 +34,8 @@ def _mini_glue(root: Path, tasks: tuple[str, ...], n_train: int, n_dev: int) -> 
 
 
 def test_random_init_keeps_architecture_and_tokenizer(tiny_model: Path, tmp_path: Path) -> None:
-    bench = _load("finetune_transfer")
     # (the fixture itself is seed 0 with the same init, so another seed)
-    out = bench.random_init(tiny_model, tmp_path / "rand", seed=5)
+    out = random_init(tiny_model, tmp_path / "rand", seed=5)
     assert json.loads((out / "config.json").read_text()) == \
         json.loads((tiny_model / "config.json").read_text())
     assert (out / "vocab.txt").read_text() == (tiny_model / "vocab.txt").read_text()
@@ -42,13 +43,13 @@ def test_random_init_keeps_architecture_and_tokenizer(tiny_model: Path, tmp_path
     assert a.keys() == b.keys()
     name = "electra.encoder.layer.0.attention.self.query.weight"
     assert a[name].shape == b[name].shape and not a[name].equal(b[name])
-    again = bench.random_init(tiny_model, tmp_path / "rand2", seed=5)  # deterministic
+    again = random_init(tiny_model, tmp_path / "rand2", seed=5)  # deterministic
     assert load_file(again / "model.safetensors")[name].equal(b[name])
     # written once: the same call leaves the directory as it is, another seed rewrites it
     stamp = (out / "model.safetensors").stat().st_mtime_ns
-    assert bench.random_init(tiny_model, out, seed=5) == out
+    assert random_init(tiny_model, out, seed=5) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
-    bench.random_init(tiny_model, out, seed=6)
+    random_init(tiny_model, out, seed=6)
     assert not load_file(out / "model.safetensors")[name].equal(b[name])
     assert json.loads((out / "init.json").read_text())["seed"] == 6
 
@@ -139,7 +140,7 @@ def test_transfer_benchmark_end_to_end(tiny_model: Path, tmp_path: Path,
     before = stamps()
     again = bench.main(args)
     assert stamps() == before and again["tasks"] == res["tasks"]
-    other = bench.random_init(tiny_model, tmp_path / "other", seed=7)
+    other = random_init(tiny_model, tmp_path / "other", seed=7)
     third = bench.main([*args[:1], str(other), *args[2:]])
     after = stamps()
     assert all(after[("random", t)] == before[("random", t)] for t in ("RTE", "CoLA"))

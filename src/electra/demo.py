@@ -16,6 +16,14 @@ from safetensors.torch import load_model
 from electra.config import DEMO_PRESETS, PretrainConfig
 from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
+from electra.demo_check import (
+    CHECK_TASK,
+    GLUE_ENV,
+    CheckSettings,
+    downstream_check,
+    find_glue_dir,
+    format_check,
+)
 from electra.errors import ElectraError, Preempted
 from electra.objectives import build_objective
 from electra.train import checkpoint
@@ -50,13 +58,21 @@ def _data_is_current(data_dir: Path, corpus: list[str], vocab_dir: Path) -> bool
 def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              steps: int | None = None, vocab_size: int = 8192, batch_size: int | None = None,
              seed: int = 1, overwrite: bool = False, preset: str = "tiny-local",
-             bf16: bool = False) -> dict[str, Any]:
+             bf16: bool = False, check: bool = True, check_data: str | Path | None = None,
+             check_settings: CheckSettings | None = None) -> dict[str, Any]:
+    """`check`: end with the downstream check (`electra.demo_check`) on the GLUE folder
+    `check_data` (default: $ELECTRA_GLUE_DIR or the shared data beside this checkout; skipped
+    with a line saying so where there is none)."""
     from electra.demo_corpus import fetch_wiki_corpus
     from electra.tokenizer import vocab_checksum
     from electra.vocab import train_vocab
 
     if preset not in DEMO_PRESETS:
         raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
+    glue_dir = find_glue_dir(check_data) if check else None
+    if check and check_data is not None and glue_dir is None:
+        raise ElectraError(f"--check-data {check_data}: no {CHECK_TASK}/train.tsv there (a GLUE "
+                           "folder is expected)")
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -116,6 +132,16 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     after = evaluate_objective(trained, heldout, show_progress=sys.stderr.isatty())
 
     probes = heldout_probes(run_dir)
+    downstream: dict[str, Any] = {"skipped": "not asked for (--no-check)"}
+    if check and glue_dir is None:
+        downstream = {"skipped": f"no GLUE {CHECK_TASK} found: pass --check-data GLUE_DIR or "
+                                 f"set ${GLUE_ENV}"}
+    elif check:
+        settings = check_settings or CheckSettings()
+        _stage(f"downstream check: fine-tuning on {settings.task} from the pre-trained "
+               f"discriminator and from random weights, {settings.seeds} seeds each")
+        downstream = downstream_check(Path(summary["final"]["discriminator"]), glue_dir,
+                                      out / "check", settings)
     report = {
         "corpus": corpus,
         "train_examples": len(train_data),
@@ -134,6 +160,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         "probe_untrained": probes[0] if probes else {},
         "probe_trained": probes[-1] if probes else {},
         "final": summary["final"],
+        "downstream_check": downstream,
         "total_seconds": time.perf_counter() - started,
     }
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -177,6 +204,9 @@ def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
     if "heldout_auc_unigram" in pa:
         lines += ["* fixed replacements as frequent as the tokens they replace: only context",
                   "  tells them apart, so 0.5 means the discriminator does not use context yet"]
+    downstream = r.get("downstream_check", {})
+    lines += [""] + ([f"downstream check skipped: {downstream['skipped']}"]
+                     if "skipped" in downstream else format_check(downstream))
     lines += ["", "model written to:"]
     for name, path in r["final"].items():
         auto = "AutoModelForPreTraining" if name == "discriminator" else "AutoModelForMaskedLM"

@@ -1,0 +1,99 @@
+"""Which part of a briefly pre-trained discriminator helps or hurts fine-tuning? The demo's
+model against random weights of its shape, and hybrids of the two: the pre-trained embeddings
+on random layers, and random embeddings under the pre-trained layers; each fine-tuned as the
+demo's downstream check fine-tunes (`electra.demo_check`: SST-2, 10,000 sentences, one epoch,
+3 seeds, no layer-wise decay), optionally at other learning rates.
+
+Each start's fine-tuning is cached under WORK/TASK/epochs-E/START/lr-LR (results.json); a run
+that finds it is not trained again. Prints one JSON object (medians over seeds, every seed's score).
+
+    python -m experiments.demo_transfer_parts --model runs/demo/pretrain/final/discriminator
+    python -m experiments.demo_transfer_parts --model DIR --lrs 1e-4,3e-4,1e-3 \
+        --starts pretrained,random
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+from electra.demo_check import CheckSettings, find_glue_dir
+from electra.finetune.baseline import random_init
+from electra.finetune.loop import finetune
+
+STARTS = ("pretrained", "random", "pretrained_embeddings", "pretrained_layers")
+EMBEDDINGS = "electra.embeddings."
+
+
+def hybrid(pretrained: Path, random: Path, out: Path, embeddings_from: Path) -> Path:
+    """`random`'s directory with the embedding weights of `embeddings_from` and every other
+    weight of the other one."""
+    other = random if embeddings_from == pretrained else pretrained
+    emb, rest = load_file(str(embeddings_from / "model.safetensors")), \
+        load_file(str(other / "model.safetensors"))
+    out.mkdir(parents=True, exist_ok=True)
+    for f in random.iterdir():
+        if f.is_file() and f.name != "model.safetensors":
+            (out / f.name).write_bytes(f.read_bytes())
+    mixed = {k: (emb[k] if k.startswith(EMBEDDINGS) else v) for k, v in rest.items()}
+    save_file(mixed, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def start_dirs(model: Path, work: Path) -> dict[str, Path]:
+    random = random_init(model, work / "random_init", seed=0)
+    return {"pretrained": model, "random": random,
+            "pretrained_embeddings": hybrid(model, random, work / "pretrained_embeddings",
+                                            embeddings_from=model),
+            "pretrained_layers": hybrid(model, random, work / "pretrained_layers",
+                                        embeddings_from=random)}
+
+
+def run(model: Path, work: Path, glue: Path, starts: list[str], lrs: list[float],
+        check: CheckSettings) -> dict:
+    dirs = start_dirs(model, work)
+    table = {}
+    for start in starts:
+        for lr in lrs:
+            out = work / check.task / f"epochs-{check.epochs:g}" / start / f"lr-{lr:g}"
+            cached = out / "results.json"
+            if cached.is_file():
+                result = json.loads(cached.read_text())
+            else:
+                settings = dataclasses.replace(check.finetune_settings(), lr=lr)
+                result = finetune(dirs[start], check.task, glue, out, settings)
+            scores = [100 * s["scores"][result["primary_metric"]] for s in result["seeds"]]
+            table[f"{start}@{lr:g}"] = {"median": round(statistics.median(scores), 2),
+                                        "seeds": [round(x, 2) for x in scores]}
+    return {"model": str(model), "task": check.task, "train_examples": check.train_examples,
+            "epochs": check.epochs, "layerwise_decay": check.layerwise_decay, "results": table}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=Path, required=True, help="pre-trained discriminator")
+    p.add_argument("--work", type=Path, default=Path("runs/demo_transfer_parts"))
+    p.add_argument("--glue", type=Path, help="GLUE folder (default: as the demo finds it)")
+    p.add_argument("--starts", default=",".join(STARTS), help="default: %(default)s")
+    p.add_argument("--lrs", default="3e-4", help="fine-tuning learning rates (default 3e-4, "
+                   "Table 5.2's for Small, which `tiny` uses)")
+    p.add_argument("--task", default="SST-2", help="default: %(default)s (the demo's check)")
+    p.add_argument("--epochs", type=float, default=1.0, help="default: %(default)s")
+    args = p.parse_args(argv)
+    glue = find_glue_dir(args.glue)
+    if glue is None:
+        p.error("no GLUE SST-2 found: pass --glue")
+    check = CheckSettings(task=args.task, epochs=args.epochs)
+    report = run(args.model, args.work, glue, args.starts.split(","),
+                 [float(x) for x in args.lrs.split(",")], check)
+    print(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()
