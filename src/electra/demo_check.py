@@ -44,9 +44,11 @@ class CheckSettings:
 
 
 def find_glue_dir(given: str | Path | None) -> Path | None:
-    """The GLUE folder the check reads: `given`, else $ELECTRA_GLUE_DIR, else the shared data
-    beside this checkout; None when none of them holds the task's files."""
-    for candidate in (given, os.environ.get(GLUE_ENV), _CHECKOUT_GLUE):
+    """The GLUE folder the check reads: `given` if any, else $ELECTRA_GLUE_DIR, else the
+    shared data beside this checkout; None when the one asked for (or none of the others)
+    holds the task's files."""
+    candidates = [given] if given is not None else [os.environ.get(GLUE_ENV), _CHECKOUT_GLUE]
+    for candidate in candidates:
         if candidate and (Path(candidate) / CHECK_TASK / "train.tsv").is_file():
             return Path(candidate)
     return None
