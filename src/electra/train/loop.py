@@ -11,6 +11,7 @@ import contextlib
 import json
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -316,7 +317,9 @@ def _whole_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> torch.
     result = run.whole_step([to_device(h, run.info.device) for h in hosts], padded)
     for values in result.values:
         window.add(values)
-    run.update.scheduler.step()
+    with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()": the
+        warnings.simplefilter("ignore")  # update was the compiled step's, not optimizer.step
+        run.update.scheduler.step()
     return loop.count_update(result.finite)
 
 
