@@ -178,12 +178,10 @@ def _tiny(steps: int, log_every: int, **train) -> PretrainConfig:
 HOST_READS = ("__bool__", "__float__", "__int__", "item", "tolist")
 
 
-def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Counts every tensor -> Python value conversion made by the loop and the encoder in a
-    6-step run logged every 3 steps: one per step (`StepLoop._flags`, finite/stop), one per log
-    line (`LogWindow.flush`), one per micro-batch on the *host* batch (padding), none in the
-    encoders (they take the host's answer)."""
+def host_reads_of_a_run(data_dir: Path, out: Path, monkeypatch: pytest.MonkeyPatch,
+                        packages: tuple[str, ...]) -> Counter[tuple[str, str, str]]:
+    """Every tensor -> Python value conversion made from `packages` of electra in a 6-step
+    run with 2 micro-batches per step, logged every 3 steps: (file, function, its caller)."""
     calls: Counter[tuple[str, str, str]] = Counter()
 
     def counting(name: str):
@@ -192,16 +190,25 @@ def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path
         def wrapper(self, *args, **kwargs):
             frame = sys._getframe(1)
             file = Path(frame.f_code.co_filename)
-            if file.parent.name in ("train", "model"):
+            if file.parent.name in packages:
                 calls[(file.name, frame.f_code.co_name, frame.f_back.f_code.co_name)] += 1
             return real(self, *args, **kwargs)
         return wrapper
 
     for name in HOST_READS:
         monkeypatch.setattr(torch.Tensor, name, counting(name))
-    pretrain(_tiny(6, 3, grad_accum=2), data_dir, tmp_path / "out", device="cpu",
-             show_progress=False)
+    pretrain(_tiny(6, 3, grad_accum=2), data_dir, out, device="cpu", show_progress=False)
     monkeypatch.undo()
+    return calls
+
+
+def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts every tensor -> Python value conversion made by the loop and the encoder in a
+    6-step run logged every 3 steps: one per step (`StepLoop._flags`, finite/stop), one per log
+    line (`LogWindow.flush`), one per micro-batch on the *host* batch (padding), none in the
+    encoders (they take the host's answer)."""
+    calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch, ("train", "model"))
     assert calls == {("skeleton.py", "_flags", "update"): 6,
                      ("skeleton.py", "flush", "_train_steps"): 2,
                      ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
@@ -212,25 +219,9 @@ def test_no_step_waits_for_the_device_where_the_update_is_skipped_there(
     """With fused AdamW (CUDA's; CPU has one too) the non-finite guard runs on the device: in
     a 6-step run logged every 3 steps the loop reads the device only at its log lines (the
     unsettled non-finite count, the window's sums and its kept count), never per step."""
-    calls: Counter[tuple[str, str, str]] = Counter()
     monkeypatch.setattr(optim_mod, "adamw_impl", lambda params: {"fused": True})
-
-    def counting(name: str):
-        real = getattr(torch.Tensor, name)
-
-        def wrapper(self, *args, **kwargs):
-            frame = sys._getframe(1)
-            file = Path(frame.f_code.co_filename)
-            if file.parent.name in ("train", "model", "objectives"):
-                calls[(file.name, frame.f_code.co_name, frame.f_back.f_code.co_name)] += 1
-            return real(self, *args, **kwargs)
-        return wrapper
-
-    for name in HOST_READS:
-        monkeypatch.setattr(torch.Tensor, name, counting(name))
-    pretrain(_tiny(6, 3, grad_accum=2), data_dir, tmp_path / "out", device="cpu",
-             show_progress=False)
-    monkeypatch.undo()
+    calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch,
+                                ("train", "model", "objectives"))
     assert calls == {("skeleton.py", "settle", "_train_steps"): 2,
                      ("skeleton.py", "flush", "_train_steps"): 2 * 2,
                      ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
