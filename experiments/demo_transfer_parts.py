@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -26,41 +27,66 @@ from electra.demo_check import CheckSettings, find_glue_dir
 from electra.finetune.baseline import random_init
 from electra.finetune.loop import finetune
 
-STARTS = ("pretrained", "random", "pretrained_embeddings", "pretrained_layers")
 EMBEDDINGS = "electra.embeddings."
+TOP_LAYER = re.compile(r"electra\.layers\.(\d+)\.")
 
 
-def hybrid(pretrained: Path, random: Path, out: Path, embeddings_from: Path) -> Path:
-    """`random`'s directory with the embedding weights of `embeddings_from` and every other
-    weight of the other one."""
-    other = random if embeddings_from == pretrained else pretrained
-    emb, rest = load_file(str(embeddings_from / "model.safetensors")), \
-        load_file(str(other / "model.safetensors"))
+def _top_layer(keys) -> str:
+    last = max(int(m.group(1)) for k in keys if (m := TOP_LAYER.match(k)))
+    return f"electra.layers.{last}."
+
+
+# Which weights each start takes from the pre-trained model (the rest from random weights).
+STARTS = {
+    "pretrained": lambda key, top: True,
+    "random": lambda key, top: False,
+    "pretrained_embeddings": lambda key, top: key.startswith(EMBEDDINGS),
+    "pretrained_layers": lambda key, top: not key.startswith(EMBEDDINGS),
+    # Re-initialising the top layer before fine-tuning (Zhang et al. 2021, "Revisiting
+    # few-sample BERT fine-tuning"): the layer nearest the replaced-token head.
+    "pretrained_below_top": lambda key, top: not key.startswith(top),
+    # Random attention (queries, keys and values) under the pre-trained rest: whether what
+    # the attention learned to look at is what fine-tuning has to undo.
+    "pretrained_without_attention": lambda key, top: ".attention.qkv." not in key,
+    # Every LayerNorm back at its initial scale 1 and shift 0.
+    "pretrained_without_norms": lambda key, top: "norm" not in key.lower(),
+}
+
+
+def hybrid(pretrained: Path, random: Path, out: Path, take_pretrained) -> Path:
+    """`random`'s directory with the weights `take_pretrained(key, top_layer_prefix)` picks
+    from `pretrained`."""
+    ours, theirs = load_file(str(pretrained / "model.safetensors")), \
+        load_file(str(random / "model.safetensors"))
+    top = _top_layer(ours)
     out.mkdir(parents=True, exist_ok=True)
     for f in random.iterdir():
         if f.is_file() and f.name != "model.safetensors":
             (out / f.name).write_bytes(f.read_bytes())
-    mixed = {k: (emb[k] if k.startswith(EMBEDDINGS) else v) for k, v in rest.items()}
+    mixed = {k: (ours[k] if take_pretrained(k, top) else v) for k, v in theirs.items()}
     save_file(mixed, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
 
 
-def start_dirs(model: Path, work: Path) -> dict[str, Path]:
+def start_dirs(model: Path, work: Path, starts: list[str]) -> dict[str, Path]:
     random = random_init(model, work / "random_init", seed=0)
-    return {"pretrained": model, "random": random,
-            "pretrained_embeddings": hybrid(model, random, work / "pretrained_embeddings",
-                                            embeddings_from=model),
-            "pretrained_layers": hybrid(model, random, work / "pretrained_layers",
-                                        embeddings_from=random)}
+    dirs = {"pretrained": model, "random": random}
+    for name in starts:
+        if name not in dirs:
+            dirs[name] = hybrid(model, random, work / name, STARTS[name])
+    return dirs
 
 
 def run(model: Path, work: Path, glue: Path, starts: list[str], lrs: list[float],
         check: CheckSettings) -> dict:
-    dirs = start_dirs(model, work)
+    dirs = start_dirs(model, work, starts)
     table = {}
     for start in starts:
         for lr in lrs:
-            out = work / check.task / f"epochs-{check.epochs:g}" / start / f"lr-{lr:g}"
+            out = (work / check.task / f"epochs-{check.epochs:g}" / start / f"lr-{lr:g}"
+                   if check.train_examples == CheckSettings.train_examples else
+                   work / check.task / f"train-{check.train_examples}-epochs-{check.epochs:g}"
+                   / start / f"lr-{lr:g}")
             cached = out / "results.json"
             if cached.is_file():
                 result = json.loads(cached.read_text())
@@ -84,11 +110,14 @@ def main(argv: list[str] | None = None) -> dict:
                    "Table 5.2's for Small, which `tiny` uses)")
     p.add_argument("--task", default="SST-2", help="default: %(default)s (the demo's check)")
     p.add_argument("--epochs", type=float, default=1.0, help="default: %(default)s")
+    p.add_argument("--train-examples", type=int, default=CheckSettings.train_examples,
+                   help="the first N training examples (default: %(default)s)")
     args = p.parse_args(argv)
     glue = find_glue_dir(args.glue)
     if glue is None:
         p.error("no GLUE SST-2 found: pass --glue")
-    check = CheckSettings(task=args.task, epochs=args.epochs)
+    check = CheckSettings(task=args.task, epochs=args.epochs,
+                          train_examples=args.train_examples)
     report = run(args.model, args.work, glue, args.starts.split(","),
                  [float(x) for x in args.lrs.split(",")], check)
     print(json.dumps(report, indent=1))
