@@ -36,7 +36,7 @@ from benchmarks import pretrain_throughput as pt
 from electra.device import cpu_has_fast_bf16
 from electra.objectives import generators, objective_step_flops
 from electra.objectives.masking import categorical_sample, gumbel_sample
-from electra.train.speed import configure_process_for_speed
+from electra.runtime.speed import configure_process_for_speed
 
 SAMPLERS = {"gumbel": gumbel_sample, "categorical": categorical_sample}
 

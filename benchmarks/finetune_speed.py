@@ -42,17 +42,17 @@ from pathlib import Path
 import torch
 
 from electra.config import PretrainConfig
+from electra.data.vocab import train_vocab
 from electra.finetune.data import feature_lengths, padded_tokens, train_batches
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.loop import FinetuneSettings, predict_examples, train_step
 from electra.finetune.optim import build_optimizer
 from electra.model.encoder import Encoder, init_weights
+from electra.runtime.skeleton import StepLoop, Update
+from electra.runtime.speed import configure_process_for_speed
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tokenizer import load_tokenizer
-from electra.train.skeleton import StepLoop, Update
-from electra.train.speed import configure_process_for_speed
-from electra.vocab import train_vocab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 VOCAB_CORPUS = [SHARED / "corpus" / "nltk" / f"{n}.jsonl.gz"

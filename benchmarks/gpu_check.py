@@ -1,11 +1,11 @@
-"""The GPU check: one prepared command for the few minutes a GPU is lent, already tested on CPU.
+"""The GPU check: one prepared command for a few minutes on a GPU machine, already tested on CPU.
 
 Four stages, each written to OUT/gpu_check.json as soon as it ends (a stage that fails is
 recorded with its error and the next one runs, so one run returns all it can):
 1. throughput: our pre-training step against the `transformers` recipe (the code of
    `benchmarks.pretrain_throughput --device cuda --compile --compile-step --peers`),
    ELECTRA-Small and -Base at lengths 128 and 512, bf16: ours eager, with compiled layers and as
-   one whole-step CUDA graph (`electra.train.step.WholeStep`), the reference, and transformers'
+   one whole-step CUDA graph (`electra.pretrain.step.WholeStep`), the reference, and transformers'
    BERT-Base and ModernBERT-base masked LMs at the same tokens per step; tokens/s, sequences/s,
    MFU in both conventions, peak memory, GPU-busy share and kernels per step (profiled), ratios
    of our sides to the others, and the bf16 matmul ceiling at the step's own shapes;

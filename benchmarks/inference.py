@@ -36,6 +36,7 @@ import torch
 from benchmarks.finetune_speed import SHARED, VOCAB_CORPUS
 from electra.cli import main as electra
 from electra.config import PretrainConfig
+from electra.data.vocab import train_vocab
 from electra.export.onnx import export_onnx
 from electra.export.serving import INPUT_NAMES, load_served, tokenized_batch
 from electra.fileutil import write_atomic
@@ -43,7 +44,6 @@ from electra.model.encoder import Discriminator, init_weights
 from electra.model.hf import save_pretrained
 from electra.tasks import get_task
 from electra.tokenizer import load_tokenizer, special_token_ids
-from electra.vocab import train_vocab
 
 PRESETS = ("tiny-local", "small")
 SHAPES = (("latency_b1_len32_ms", 1, 32), ("latency_b1_len128_ms", 1, 128),

@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from electra.data.prepare import prepare_corpus
+from electra.data.vocab import KINDS, train_vocab
 from electra.tokenizer import load_tokenizer
-from electra.vocab import KINDS, train_vocab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"
 SOURCES = (SHARED / "aclImdb" / "unsup.jsonl.gz", SHARED / "nltk" / "reuters.jsonl.gz")

@@ -10,7 +10,7 @@ one embeddings module, generator logits and cross-entropy over all positions, 15
 
 Both run in one process on the same batches, alternating step by step (the order flips every
 round) after a warm-up, so machine noise hits both alike; medians are reported. The process
-settings of `electra.train.speed` are process-wide, so the in-process comparison runs both
+settings of `electra.runtime.speed` are process-wide, so the in-process comparison runs both
 under the same settings, and their effect on each side is measured separately, in fresh
 subprocesses with and without them. Prints one JSON object.
 
@@ -27,7 +27,7 @@ With `--device cuda` (bf16 autocast by default) each preset and length is timed 
 one after the other on the same GPU (so each side's peak memory is its own). The sides: "ours"
 (our eager step), "ref" (the recipe above, when `transformers` is installed), "ours_compiled"
 (every layer under torch.compile, `--compile`), "ours_step" (the whole step, forward to AdamW,
-as one compiled graph replayed as a CUDA graph: `electra.train.step.WholeStep`,
+as one compiled graph replayed as a CUDA graph: `electra.pretrain.step.WholeStep`,
 `--compile-step`), and with `--peers` transformers' BERT-Base ("bert_mlm") and ModernBERT-base
 ("modernbert_mlm") masked LMs at the same tokens per step. Each side reports tokens/s,
 sequences/s, peak memory, model FLOPs utilisation in two conventions (training FLOPs per second
@@ -73,10 +73,10 @@ from electra.objectives import build_objective, metrics_from_counts, objective_s
 from electra.objectives.electra import ElectraObjective
 from electra.objectives.generators import generator_config
 from electra.objectives.masking import SpecialIds, max_predictions
-from electra.train.loop import _window_values
-from electra.train.optim import adamw_impl
-from electra.train.speed import configure_process_for_speed
-from electra.train.step import WholeStep
+from electra.pretrain.loop import _window_values
+from electra.pretrain.step import WholeStep
+from electra.runtime.optim import adamw_impl
+from electra.runtime.speed import configure_process_for_speed
 
 SPECIAL = SpecialIds()
 Batch = dict[str, torch.Tensor]
@@ -761,7 +761,7 @@ def device_settings(args: argparse.Namespace, sides: list[str]) -> dict:
     }
     if "ours_step" in sides:
         settings["ours_step"] = (
-            "our objective through electra.train.step.WholeStep: forward, backward "
+            "our objective through electra.pretrain.step.WholeStep: forward, backward "
             "(torch.autograd.grad), clipping at 1.0 and AdamW guarded on the device as one "
             "function; torch.compile(fullgraph=True, mode='reduce-overhead') on CUDA (one CUDA "
             "graph per step), eager elsewhere (its 'compiled' says which)")
@@ -872,7 +872,7 @@ def main() -> None:
     ap.add_argument("--compile-step", action="store_true",
                     help="CUDA: also time our whole step (forward, backward, clipping, AdamW) "
                     "as one compiled function replayed as a CUDA graph (ours_step, "
-                    "electra.train.step.WholeStep)")
+                    "electra.pretrain.step.WholeStep)")
     ap.add_argument("--peers", action="store_true",
                     help="CUDA: also time transformers' BERT-Base and ModernBERT-base masked "
                     "LMs at the same tokens per step (bert_mlm, modernbert_mlm)")
@@ -883,7 +883,7 @@ def main() -> None:
                     help="timed steps per subprocess when measuring the process settings")
     ap.add_argument("--settings-repeats", type=int, default=2)
     ap.add_argument("--no-process-settings", action="store_true",
-                    help="run the in-process comparison without electra.train.speed")
+                    help="run the in-process comparison without electra.runtime.speed")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     ap.add_argument("--_solo", choices=("ours", "ref"), help=argparse.SUPPRESS)
     ap.add_argument("--_mode", default="fp32", help=argparse.SUPPRESS)
@@ -1004,7 +1004,7 @@ def main() -> None:
         "ratios ours_*_vs_ref_* are from the in-process comparison: both sides under the same "
         "process settings (env.process_settings_in_comparison), same batches, alternating.",
         "solo_* ratio: from process_settings_effect (each side alone in its own subprocess), "
-        "ours with electra.train.speed settings vs the reference without them.",
+        "ours with electra.runtime.speed settings vs the reference without them.",
         "noisy / load_avg_1min_before_after: other processes sharing the cores stretch some "
         "steps (this benchmark alone keeps the load near its thread count); when 'noisy', the "
         "medians mix disturbed steps, ours_over_ref_from_min is the ratio of the fastest "

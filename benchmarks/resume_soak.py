@@ -31,9 +31,9 @@ import torch
 from safetensors.torch import load_file
 
 from electra.data.prepare import prepare_corpus
+from electra.data.vocab import train_vocab
 from electra.errors import EXIT_PREEMPTED
-from electra.train import checkpoint
-from electra.vocab import train_vocab
+from electra.runtime import checkpoint
 
 TINY = {
     "preset": "tiny",

@@ -38,11 +38,11 @@ from pathlib import Path
 import torch
 
 from electra.config import get_preset
+from electra.data.vocab import train_vocab
 from electra.model.encoder import Discriminator, Generator, init_weights
 from electra.scoring import ElectraTTScorer, ElectricScorer, MlmScorer, load_scorer
 from electra.scoring.minimal_pairs import evaluate_minimal_pairs, read_minimal_pairs
 from electra.tokenizer import load_tokenizer
-from electra.vocab import train_vocab
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/blimp/blimp.jsonl.gz"
 

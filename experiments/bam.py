@@ -130,10 +130,10 @@ def task_folder(args: argparse.Namespace, tasks: list[str]) -> Path:
 def random_encoder(work: Path, glue: Path, tasks: list[str], vocab_size: int) -> Path:
     """A `tiny` discriminator with fresh weights and a vocabulary of the tasks' train text."""
     from electra.config import PRESETS
+    from electra.data.vocab import train_vocab
     from electra.model.encoder import Discriminator, init_weights
     from electra.model.hf import save_pretrained
     from electra.multitask.train import resolve_task
-    from electra.vocab import train_vocab
 
     out = work / "encoder"
     if (out / "config.json").is_file():

@@ -2,7 +2,7 @@
 (docs/experiments/collapse.md).
 
 Every variant pre-trains `tiny` on the demo's Wikipedia text (or --corpus) and is scored by
-the held-out probes of `electra.train.heldout`: the discriminator's AUC on *fixed* unigram-
+the held-out probes of `electra.pretrain.heldout`: the discriminator's AUC on *fixed* unigram-
 sampled replacements (only context can tell them apart) and uniform ones. Beside them, a
 count-based detector with no learning: bigram PMI from the training split's counts, on the same
 probe. Runs are cached per variant under WORK/runs/NAME and resumed when interrupted; the
@@ -30,8 +30,8 @@ from sklearn.metrics import roc_auc_score
 from electra.config import PretrainConfig, set_dotted
 from electra.data.dataset import PretrainingDataset
 from electra.objectives import objective_step_flops
-from electra.train.heldout import build_fixed_corruptions
-from electra.train.loop import pretrain, special_ids_for
+from electra.pretrain.heldout import build_fixed_corruptions
+from electra.pretrain.loop import pretrain, special_ids_for
 from experiments.objective_ladder import LABELS, LADDER
 
 # name -> (overrides as --set would give them, what it tests). Budgets are equal in training
@@ -190,9 +190,9 @@ def run_variant(name: str, overrides: dict, data_dir: Path, work: Path, seed: in
 def prepare_data(work: Path, corpus: list[str] | None) -> Path:
     """The demo's vocabulary and 128-token shards (2% held out), built once under WORK."""
     from electra.data.prepare import prepare_corpus
-    from electra.demo import HELDOUT_FRACTION, SEQ_LEN
-    from electra.demo_corpus import fetch_wiki_corpus
-    from electra.vocab import train_vocab
+    from electra.data.vocab import train_vocab
+    from electra.demo.corpus import fetch_wiki_corpus
+    from electra.demo.run import HELDOUT_FRACTION, SEQ_LEN
 
     data_dir = work / "data"
     if (data_dir / "manifest.json").exists():

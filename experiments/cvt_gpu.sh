@@ -1,5 +1,5 @@
 #!/bin/bash
-# The CVT studies of docs/experiments/cvt.md on a lent GPU, as one command that stops at a
+# The CVT studies of docs/experiments/cvt.md on a GPU machine, as one command that stops at a
 # deadline: every run is cached by experiments.cvt under $W (default runs/gpu), so a second call
 # resumes where the first stopped.
 #
@@ -14,14 +14,14 @@
 #   quarter: all labeled data, seeds 0-1 to 2,000 steps (ran 2026-11-27, 10 runs in 459 s);
 #   paper: the 1,000-label and full-data grids at the paper's weight beside the quarter weight,
 #     then word2vec, the ablations on chunking and longer scarce-label curves.
-# The lent machine sees neither ../shared nor a package index; `prepare` copies CoNLL-2000,
+# The GPU machine sees neither ../shared nor a package index; `prepare` copies CoNLL-2000,
 # UD EWT, NLTK Reuters and the word2vec vectors (`electra cvt-vectors`, runs/cvt_vectors) into
 # .cvt_bundle (26 MB).
 # Runs share the GPU by time slices. On an H100, 12 at once took 0.13 s per supervised step,
 # 0.36 per CVT step and 0.52 per multi-task step each, about 6.5 GB of GPU memory each
 # (2026-11-26); with expandable segments, 10 at once took 0.12 and 0.27 s, 2.5 GB each
 # (2026-11-27); eight at a time (`length`), 0.10-0.11 and 0.25-0.27 s. So `length` needs about
-# 16 minutes (4,000 CVT steps, faster once seed 2's runs end), more than one task's lent time.
+# 16 minutes (4,000 CVT steps, faster once seed 2's runs end), longer than one GPU session allowed.
 # A CPU dry run, with a python3 that has torch first on PATH:
 #   W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
 set -u

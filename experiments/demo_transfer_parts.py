@@ -1,7 +1,7 @@
 """Which part of a briefly pre-trained discriminator helps or hurts fine-tuning? The demo's
 model against random weights of its shape, and hybrids of the two: the pre-trained embeddings
 on random layers, and random embeddings under the pre-trained layers; each fine-tuned as the
-demo's downstream check fine-tunes (`electra.demo_check`: SST-2, 10,000 sentences, one epoch,
+demo's downstream check fine-tunes (`electra.demo.check`: SST-2, 10,000 sentences, one epoch,
 3 seeds, no layer-wise decay), optionally at other learning rates.
 
 Each start's fine-tuning is cached under WORK/TASK/epochs-E/START/lr-LR (results.json); a run
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from electra.demo_check import CheckSettings, find_glue_dir
+from electra.demo.check import CheckSettings, find_glue_dir
 from electra.finetune.baseline import random_init
 from electra.finetune.loop import finetune
 

@@ -77,7 +77,7 @@ def start_model(args: argparse.Namespace) -> Path:
     out = args.work / "start"
     final = out / "pretrain" / "final"
     if not (final / "discriminator" / "model.safetensors").is_file():
-        from electra.demo import run_demo
+        from electra.demo.run import run_demo
 
         run_demo(corpus=args.corpus, out_dir=out, steps=args.start_steps, overwrite=True)
     return final

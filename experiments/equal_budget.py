@@ -16,9 +16,9 @@ from pathlib import Path
 
 from electra.config import PretrainConfig
 from electra.data.prepare import prepare_corpus
+from electra.data.vocab import train_vocab
 from electra.objectives import objective_step_flops
-from electra.train.loop import pretrain
-from electra.vocab import train_vocab
+from electra.pretrain.loop import pretrain
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SEQ_LEN = 128

@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def demo_model(work: Path, steps: int | None) -> Path:
-    from electra.demo import run_demo
+    from electra.demo.run import run_demo
 
     run_demo(out_dir=work / "demo", steps=steps)
     return work / "demo" / "pretrain" / "final" / "discriminator"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.plot import plot as plot_curves
+from electra.runtime.plot import plot as plot_curves
 from experiments import context_study, finetune_transfer
 from experiments.objective_ladder import LABELS, LADDER, PAPER_TABLE_5_7
 
@@ -97,7 +97,7 @@ def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS, skip: int =
 
 
 def mix_corpus(args: argparse.Namespace) -> list[str]:
-    from electra.demo_corpus import fetch_wiki_corpus
+    from electra.demo.corpus import fetch_wiki_corpus
 
     imdb = imdb_reviews(args.corpus_dir, args.work / "imdb_unsup_25k.jsonl")
     return [str(fetch_wiki_corpus()), str(args.corpus_dir / "nltk"), str(imdb)]

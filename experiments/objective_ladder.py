@@ -46,7 +46,7 @@ from pathlib import Path
 from electra.errors import ElectraError
 from electra.finetune.baseline import random_init
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
-from electra.plot import plot
+from electra.runtime.plot import plot
 from electra.tasks import get_task
 from experiments.equal_budget import (
     SHARED,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from electra.data.prepare import prepare_corpus
-from electra.vocab import train_vocab
+from electra.data.vocab import train_vocab
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -11,8 +11,8 @@ import pytest
 
 from electra.cli import main
 from electra.data.prepare import prepare_corpus
-from electra.train import checkpoint
-from electra.vocab import train_vocab
+from electra.data.vocab import train_vocab
+from electra.runtime import checkpoint
 
 TINY_SETS = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=32",
              "--set", "model.num_hidden_layers=2", "--set", "model.intermediate_size=64",

@@ -11,8 +11,8 @@ from test_train import pretrain_argv, read_metrics, tiny_config_file
 
 from electra.cli import main
 from electra.errors import ElectraError
-from electra.train import metrics_log
-from electra.train.metrics_log import METRICS, MetricsLogger
+from electra.runtime import metrics_log
+from electra.runtime.metrics_log import METRICS, MetricsLogger
 
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",
@@ -169,7 +169,7 @@ def _synthetic_run(path: Path, scale: float, steps: int = 10, heldout_every: int
 
 
 def test_plot_two_runs_writes_a_png(tmp_path, capsys):
-    from electra.plot import plot_runs
+    from electra.runtime.plot import plot_runs
 
     a = _synthetic_run(tmp_path / "electra", 1.0)
     b = _synthetic_run(tmp_path / "mlm", 2.0)
@@ -194,7 +194,7 @@ def test_plot_two_runs_writes_a_png(tmp_path, capsys):
 
 
 def test_plot_finetune_out_has_a_curve_per_seed(tmp_path):
-    from electra.plot import plot_runs
+    from electra.runtime.plot import plot_runs
 
     for seed in (1, 2):
         (tmp_path / "ft" / f"seed{seed}").mkdir(parents=True)
@@ -208,7 +208,7 @@ def test_plot_finetune_out_has_a_curve_per_seed(tmp_path):
 
 def test_plot_skip_missing_drops_metrics_no_run_logs(tmp_path):
     """Runs of different objectives log different probes: `skip_missing` draws those logged."""
-    from electra.plot import plot_runs
+    from electra.runtime.plot import plot_runs
 
     run = _synthetic_run(tmp_path / "electra", 1.0)
     fig = plot_runs([run], ["heldout_auc_unigram", "heldout_mlm_acc"], x="flops",

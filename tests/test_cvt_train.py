@@ -93,7 +93,7 @@ def test_checkpoints_take_lstm_weights_that_are_views_of_one_buffer(tmp_path):
     from safetensors.torch import save_model
     from torch import nn
 
-    from electra.train import checkpoint as ckpt
+    from electra.runtime import checkpoint as ckpt
 
     lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
     params = list(lstm.parameters())

@@ -23,10 +23,10 @@ from electra.data.corpus import iter_documents, split_sentences
 from electra.data.dataset import PretrainingDataset, iterate_batches, verify_data
 from electra.data.packing import ExampleBuilder, document_seed, pack_document
 from electra.data.prepare import prepare_corpus
+from electra.data.vocab import train_vocab
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
 from electra.tokenizer import load_tokenizer, special_token_ids, vocab_checksum
-from electra.vocab import train_vocab
 
 CLS, SEP = 2, 3
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -24,8 +24,8 @@ from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import load_pretrained
 from electra.objectives import objective_step_flops
-from electra.train import checkpoint
-from electra.train.metrics_log import is_heldout
+from electra.runtime import checkpoint
+from electra.runtime.metrics_log import is_heldout
 
 STEPS, BATCH, ACCUM, SEED = 4, 8, 2, 3
 TINY = {
@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 from electra.cli import main
-from electra.train import loop
+from electra.pretrain import loop
 
 record_dir = Path(sys.argv[1])
 real_iterate = loop.iterate_batches

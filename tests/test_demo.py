@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from electra.demo import run_demo
-from electra.demo_check import CheckSettings, find_glue_dir, format_check
+from electra.demo.check import CheckSettings, find_glue_dir, format_check
+from electra.demo.run import run_demo
 from electra.errors import ElectraError
 
 
@@ -63,6 +63,18 @@ def test_demo_ends_with_the_downstream_check(tmp_path, capsys):
                               / "config.json").read_text())
     trained_cfg.pop("electra_toolkit")  # the pre-training run's record (steps, FLOPs)
     assert random_cfg == trained_cfg  # only the weights differ
+
+
+def test_the_check_looks_for_the_test_data_beside_the_checkout():
+    """The default place is ../shared/data/glue next to this repository (an editable install),
+    whether or not it is there: the check's own tests skip on `find_glue_dir`, so a wrong
+    default would only show as skips."""
+    from pathlib import Path
+
+    from electra.demo import check
+
+    root = Path(__file__).resolve().parents[1]
+    assert check._CHECKOUT_GLUE == root.parent / "shared" / "data" / "glue"
 
 
 def test_demo_check_data_that_is_not_glue_is_refused_before_anything_is_written(tmp_path):

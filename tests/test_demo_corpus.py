@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from electra import demo_corpus
+from electra.demo import corpus as demo_corpus
 from electra.errors import ElectraError
 
 SUMMARIES = {

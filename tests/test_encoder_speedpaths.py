@@ -2,7 +2,7 @@
 
 SDPA vs eager attention (with and without padding, train mode with dropout 0 and eval mode),
 the fast CPU dropout against the definition of dropout, the "auto" kernel choice, and the
-process settings of `electra.train.speed`.
+process settings of `electra.runtime.speed`.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def test_configure_process_for_speed_is_idempotent() -> None:
     """Run in a child process: the settings are process-wide and would outlive the test."""
     code = (
         "import json, torch\n"
-        "from electra.train.speed import configure_process_for_speed\n"
+        "from electra.runtime.speed import configure_process_for_speed\n"
         "first = configure_process_for_speed()\n"
         "second = configure_process_for_speed()\n"
         "x = torch.randn(1 << 22)  # 16 MiB, above glibc's default mmap threshold\n"

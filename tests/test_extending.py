@@ -13,9 +13,9 @@ from electra import config, flops, presets
 from electra.config import PretrainConfig, merge
 from electra.data.dataset import PretrainingDataset
 from electra.finetune.loop import FinetuneSettings, finetune
-from electra.flops_report import main_flops
+from electra.pretrain.flops_report import main_flops
+from electra.pretrain.loop import pretrain
 from electra.tasks import get_task, glue
-from electra.train.loop import pretrain
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 

@@ -106,7 +106,7 @@ def test_pos_subset(tiny_model: Path, tmp_path: Path) -> None:
 def test_sst2_learns_from_scratch(tmp_path: Path) -> None:
     """A real signal end to end: a 2-layer encoder with no pre-training, a vocabulary trained on
     SST-2, 4000 examples for 2 epochs reach well above chance (0.51) on the real dev set."""
-    from electra.vocab import train_vocab
+    from electra.data.vocab import train_vocab
 
     torch.manual_seed(0)
     tok = train_vocab([GLUE / "SST-2" / "train.tsv"], 2000, tmp_path / "tok",

@@ -16,8 +16,8 @@ from electra.flops import (
     layer_flops,
     mlm_head_flops,
 )
-from electra.flops_report import main_flops
 from electra.objectives import objective_step_flops
+from electra.pretrain.flops_report import main_flops
 
 
 def _rel(value: float, reference: float) -> float:

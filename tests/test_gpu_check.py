@@ -1,5 +1,5 @@
 """The GPU check's CPU dry run: every stage of `benchmarks.gpu_check` at toy sizes, so the run
-on a lent GPU cannot fail on a typo."""
+on a GPU machine cannot fail on a typo."""
 
 from __future__ import annotations
 

@@ -30,11 +30,11 @@ from electra.model.encoder import (
     padding_mask,
 )
 from electra.objectives import build_objective
-from electra.train import checkpoint
-from electra.train import optim as optim_mod
-from electra.train.loop import _window_values, pretrain
-from electra.train.optim import adamw_impl, build_optimizer
-from electra.train.skeleton import LogWindow
+from electra.pretrain.loop import _window_values, pretrain
+from electra.runtime import checkpoint
+from electra.runtime import optim as optim_mod
+from electra.runtime.optim import adamw_impl, build_optimizer
+from electra.runtime.skeleton import LogWindow
 
 CFG = ModelConfig(vocab_size=200, embedding_size=32, hidden_size=64, num_hidden_layers=2,
                   num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
@@ -208,7 +208,8 @@ def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path
     6-step run logged every 3 steps: one per step (`StepLoop._flags`, finite/stop), one per log
     line (`LogWindow.flush`), one per micro-batch on the *host* batch (padding), none in the
     encoders (they take the host's answer)."""
-    calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch, ("train", "model"))
+    calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch,
+                                ("runtime", "pretrain", "model"))
     assert calls == {("skeleton.py", "_flags", "update"): 6,
                      ("skeleton.py", "flush", "_train_steps"): 2,
                      ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
@@ -221,7 +222,7 @@ def test_no_step_waits_for_the_device_where_the_update_is_skipped_there(
     unsettled non-finite count, the window's sums and its kept count), never per step."""
     monkeypatch.setattr(optim_mod, "adamw_impl", lambda params: {"fused": True})
     calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch,
-                                ("train", "model", "objectives"))
+                                ("runtime", "pretrain", "model", "objectives"))
     assert calls == {("skeleton.py", "settle", "_train_steps"): 2,
                      ("skeleton.py", "flush", "_train_steps"): 2 * 2,
                      ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls

@@ -1,5 +1,5 @@
 """The GPU profile's CPU dry run: every part of `benchmarks.gpu_profile` at toy sizes, so the
-run on a lent GPU cannot fail on a typo."""
+run on a GPU machine cannot fail on a typo."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from test_train import TINY, read_metrics
 
 from electra.config import PretrainConfig, merge
 from electra.data.dataset import PretrainingDataset
-from electra.train.heldout import CORRUPTIONS, build_fixed_corruptions, probe_discriminator
-from electra.train.loop import pretrain, special_ids_for
+from electra.pretrain.heldout import CORRUPTIONS, build_fixed_corruptions, probe_discriminator
+from electra.pretrain.loop import pretrain, special_ids_for
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_pretrain_logs_probes_without_changing_training(data_dir: Path, tmp_path
 def test_token_cosine_is_one_for_collapsed_vectors_and_small_for_random(probes):
     from electra.config import ModelConfig
     from electra.model.encoder import Discriminator, init_weights
-    from electra.train.heldout import token_cosine
+    from electra.pretrain.heldout import token_cosine
 
     vocab = int(probes["unigram"].input_ids.max()) + 1
     holder = torch.nn.Module()

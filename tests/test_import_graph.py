@@ -215,3 +215,59 @@ def test_building_the_parser_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+# The layers of `electra`, lowest first (docs/development.md). A module imports only from its
+# own layer or lower ones: the runtime every loop shares never reaches into a loop, a loop never
+# into the systems built on it, and only the entry points see everything.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("foundation", frozenset({
+        "electra", "electra.errors", "electra.fileutil", "electra.device",
+        "electra.model_config", "electra.presets", "electra.config", "electra.tokenizer",
+        "electra.tagschemes", "electra.flops", "electra.cli_support"})),
+    ("components", frozenset({
+        "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
+        "electra.runtime"})),
+    ("loops", frozenset({"electra.pretrain", "electra.finetune", "electra.scoring"})),
+    ("systems built on fine-tuning", frozenset({
+        "electra.multitask", "electra.cvt", "electra.export"})),
+    ("entry points", frozenset({"electra.demo", "electra.cli"})),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of `module`'s top-level unit (electra.X, or electra itself)."""
+    unit = ".".join(module.split(".")[:2])
+    for index, (_, units) in enumerate(LAYERS):
+        if unit in units:
+            return index
+    raise KeyError(unit)
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+                  for a, targets in edges.items() for b in targets
+                  if layer_of(b) > layer_of(a))
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted({".".join(m.split(".")[:2]) for m in module_files()
+                       if not any(".".join(m.split(".")[:2]) in units for _, units in LAYERS)})
+    assert not unplaced, f"add to LAYERS: {unplaced}"
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    report = upward_imports(import_edges(module_files()))
+    assert not report, "upward imports:\n" + "\n".join(report)
+
+
+def test_an_upward_import_is_reported(tmp_path):
+    modules = _write(tmp_path, {
+        "electra/__init__.py": "",
+        "electra/runtime/__init__.py": "",
+        "electra/runtime/skeleton.py": "def f():\n    from electra.pretrain.loop import g\n",
+        "electra/pretrain/__init__.py": "",
+        "electra/pretrain/loop.py": "from electra.runtime.skeleton import f\n",
+    })
+    assert upward_imports(import_edges(modules)) == [
+        "electra.runtime.skeleton (components) imports electra.pretrain.loop (loops)"]

@@ -23,8 +23,8 @@ from electra.multitask.sampling import MixtureSampler, task_probabilities
 from electra.multitask.significance import holm_bonferroni, paired_bootstrap, stars
 from electra.multitask.strategies import parse_strategy, run_strategy
 from electra.multitask.train import MultitaskSettings, resolve_task, run_multitask
+from electra.runtime.metrics_log import MetricsLogger
 from electra.tasks.glue import GlueTask
-from electra.train.metrics_log import MetricsLogger
 
 WORDS = ("the of and to in is was that for on with as by at from his her they this "
          "ka lo mi ren tas vor qui zel pha dun bre sto nix gal ber ot um").split()

@@ -14,7 +14,7 @@ from test_train import TINY, pretrain_argv, read_metrics
 
 from electra.cli import main
 from electra.model.hf import load_encoder, load_pretrained
-from electra.train import checkpoint
+from electra.runtime import checkpoint
 
 try:
     import transformers

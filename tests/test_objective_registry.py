@@ -13,7 +13,6 @@ from objective_helpers import SPECIAL, make_batch, small_model  # noqa: E402
 
 from electra import flops
 from electra.config import OBJECTIVES, ObjectiveConfig, ObjectiveSpec
-from electra.flops_report import main_flops
 from electra.model.encoder import Discriminator, init_weights
 from electra.objectives import (
     REGISTRY,
@@ -27,6 +26,7 @@ from electra.objectives import (
 from electra.objectives import _all_metrics as all_metrics
 from electra.objectives.core import DISCRIMINATOR_METRICS, corrupt, discriminate
 from electra.objectives.generators import build_sampler
+from electra.pretrain.flops_report import main_flops
 from electra.scoring.load import discriminator_scorer
 
 

@@ -29,10 +29,10 @@ from test_train import (
 
 from electra.cli import main
 from electra.errors import EXIT_PREEMPTED
-from electra.train import checkpoint
-from electra.train import loop as loop_mod
-from electra.train import optim as optim_mod
-from electra.train.preempt import StopSignals
+from electra.pretrain import loop as loop_mod
+from electra.runtime import checkpoint
+from electra.runtime import optim as optim_mod
+from electra.runtime.preempt import StopSignals
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ import sys
 import torch
 
 from electra.cli import main
-from electra.train import loop
+from electra.pretrain import loop
 
 sig, at = signal.Signals[sys.argv[1]], int(sys.argv[2])
 real_iterate = loop.iterate_batches

@@ -11,6 +11,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from electra.data.vocab import train_vocab
 from electra.errors import ElectraError
 from electra.tasks.squad.data import (
     SquadAnswer,
@@ -23,7 +24,6 @@ from electra.tasks.squad.data import (
     train_dev_split_by_article,
 )
 from electra.tokenizer import load_tokenizer
-from electra.vocab import train_vocab
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"
 needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"SQuAD dev set not found at {DEV}")

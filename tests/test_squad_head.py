@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from electra.config import ModelConfig
+from electra.data.vocab import train_vocab
 from electra.model.encoder import Encoder
 from electra.model.squad_head import SquadHead
 from electra.tasks.squad.data import (
@@ -32,7 +33,6 @@ from electra.tasks.squad.head import (
 )
 from electra.tasks.squad.metrics import evaluate_v1, evaluate_v2
 from electra.tokenizer import load_tokenizer
-from electra.vocab import train_vocab
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad" / "dev-v1.1.json.gz"
 

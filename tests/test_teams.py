@@ -29,7 +29,7 @@ from electra.objectives import (
 from electra.objectives import core as core_mod
 from electra.objectives.masking import MaskedSlots
 from electra.objectives.teams import mws_loss, sample_candidates
-from electra.train.loop import pretrain
+from electra.pretrain.loop import pretrain
 
 
 def model_cfg(**kw) -> ModelConfig:

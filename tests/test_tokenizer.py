@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from electra.data.vocab import train_vocab, vocab_from_file
 from electra.errors import ElectraError
 from electra.tokenizer import (
     TOKENIZER_FILES,
@@ -17,7 +18,6 @@ from electra.tokenizer import (
     special_token_ids,
     vocab_checksum,
 )
-from electra.vocab import train_vocab, vocab_from_file
 
 SENTENCES = [
     "The café in Zürich was naïve, they said.",

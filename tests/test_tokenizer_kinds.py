@@ -26,6 +26,7 @@ from electra.data.split import (
     heldout_selector,
     split_documents,
 )
+from electra.data.vocab import train_vocab
 from electra.data.word_cache import WordCache, words_are_independent
 from electra.errors import ElectraError
 from electra.tokenizer import (
@@ -36,7 +37,6 @@ from electra.tokenizer import (
     tokenizer_info,
     vocab_checksum,
 )
-from electra.vocab import train_vocab
 
 SENTENCES = [
     "The café in Zürich was naïve, they said.",

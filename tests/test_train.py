@@ -23,10 +23,10 @@ from electra.cli import main
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, TrainConfig, merge
 from electra.errors import ElectraError
 from electra.objectives import build_objective, objective_step_flops
-from electra.train import checkpoint
-from electra.train import loop as loop_mod
-from electra.train.metrics_log import is_heldout
-from electra.train.optim import build_optimizer, build_scheduler, lr_multiplier
+from electra.pretrain import loop as loop_mod
+from electra.runtime import checkpoint
+from electra.runtime.metrics_log import is_heldout
+from electra.runtime.optim import build_optimizer, build_scheduler, lr_multiplier
 
 STEPS = 8
 SAVE_EVERY = 2

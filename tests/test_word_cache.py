@@ -14,9 +14,9 @@ from conftest import SHARED_DATA
 from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 
 from electra.data.corpus import split_sentences
+from electra.data.vocab import train_vocab
 from electra.data.word_cache import _HAS_DELETED_CONTROL, WordCache, words_are_independent
 from electra.tokenizer import load_tokenizer
-from electra.vocab import train_vocab
 
 TRICKY = [
     "though\x85in fact",  # NEL: whitespace to Python, a deleted control character to BERT

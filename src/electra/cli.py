@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from electra.errors import EXIT_PREEMPTED, ElectraError, Preempted
 
 COMMAND_GROUPS = (
-    "electra.train.cli",  # demo, vocab, prepare, pretrain, flops, plot
+    "electra.demo.cli",  # demo
+    "electra.data.cli",  # vocab, prepare
+    "electra.pretrain.cli",  # pretrain, flops
+    "electra.runtime.cli",  # plot
     "electra.finetune.cli",  # finetune, evaluate, predict
     "electra.multitask.commands",  # multitask (BAM)
     "electra.cvt.cli",  # cvt, cvt-evaluate, cvt-predict

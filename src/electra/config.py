@@ -177,11 +177,11 @@ class TrainConfig:
     # compiler on CPU, and was not yet measured on a GPU; see docs/speed.md).
     compile: bool = False
     # The whole step (every micro-batch's forward and backward, clipping, AdamW) as one
-    # compiled graph, replayed as a CUDA graph on CUDA (electra.train.step); one process only.
+    # compiled graph, replayed as a CUDA graph on CUDA (electra.pretrain.step); one process only.
     compile_step: bool = False
     log_every: int = 10
     save_every: int = 500
-    # Held-out probes (electra.train.heldout) every `eval_every` steps and before the first:
+    # Held-out probes (electra.pretrain.heldout) every `eval_every` steps and before the first:
     # None = 4 times per run, 0 = never. Needs a "heldout" split in the data.
     eval_every: int | None = None
     eval_examples: int = 256

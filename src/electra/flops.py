@@ -19,7 +19,7 @@ the token-type embedding lookup uses `type_vocab_size` rows (the script hard-cod
 
 This module holds the rules only. Each objective composes them in its `step_flops_breakdown`
 (`electra.objectives.objective_step_flops`, which the training loop logs), and
-`electra.flops_report.main_flops` is the `electra flops` command.
+`electra.pretrain.flops_report.main_flops` is the `electra flops` command.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tokenizer directories: load one (written by `electra vocab`, or a released model's), know
 its special tokens by role, identify its vocabulary, copy it beside data and models. Training
-vocabularies is `electra.vocab`.
+vocabularies is `electra.data.vocab`.
 
 A tokenizer directory holds tokenizer.json (any `tokenizers` pipeline) and/or vocab.txt (a BERT
 WordPiece vocabulary; tokenizer_config.json's `do_lower_case` says whether it is uncased), plus

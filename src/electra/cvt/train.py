@@ -35,9 +35,9 @@ from electra.cvt.vocab import Vocab
 from electra.device import to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.train import checkpoint as ckpt
-from electra.train.metrics_log import MetricsLogger
-from electra.train.skeleton import StepLoop, Update
+from electra.runtime import checkpoint as ckpt
+from electra.runtime.metrics_log import MetricsLogger
+from electra.runtime.skeleton import StepLoop, Update
 
 LOG_EVERY = 25  # steps between lines of OUT/metrics.jsonl
 

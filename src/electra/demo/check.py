@@ -21,7 +21,7 @@ CHECK_SEEDS = 3
 GLUE_ENV = "ELECTRA_GLUE_DIR"
 # Where the check's data is looked for when neither --check-data nor $ELECTRA_GLUE_DIR says:
 # the shared data beside a checkout of this repository.
-_CHECKOUT_GLUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "glue"
+_CHECKOUT_GLUE = Path(__file__).resolve().parents[4] / "shared" / "data" / "glue"
 
 
 @dataclass

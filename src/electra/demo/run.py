@@ -16,7 +16,7 @@ from safetensors.torch import load_model
 from electra.config import DEMO_PRESETS, PretrainConfig
 from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
-from electra.demo_check import (
+from electra.demo.check import (
     CHECK_TASK,
     GLUE_ENV,
     CheckSettings,
@@ -26,10 +26,10 @@ from electra.demo_check import (
 )
 from electra.errors import ElectraError, Preempted
 from electra.objectives import build_objective
-from electra.train import checkpoint
-from electra.train.evaluate import evaluate_objective
-from electra.train.loop import pretrain, special_ids_for
-from electra.train.metrics_log import METRICS, is_heldout
+from electra.pretrain.evaluate import evaluate_objective
+from electra.pretrain.loop import pretrain, special_ids_for
+from electra.runtime import checkpoint
+from electra.runtime.metrics_log import METRICS, is_heldout
 
 # About seven minutes of `tiny-local` pre-training on 2 CPU cores, batch 32 x 128 (3 steps/s).
 DEFAULT_STEPS = 1200
@@ -60,12 +60,12 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              seed: int = 1, overwrite: bool = False, preset: str = "tiny-local",
              bf16: bool = False, check: bool = True, check_data: str | Path | None = None,
              check_settings: CheckSettings | None = None) -> dict[str, Any]:
-    """`check`: end with the downstream check (`electra.demo_check`) on the GLUE folder
+    """`check`: end with the downstream check (`electra.demo.check`) on the GLUE folder
     `check_data` (default: $ELECTRA_GLUE_DIR or the shared data beside this checkout; skipped
     with a line saying so where there is none)."""
-    from electra.demo_corpus import fetch_wiki_corpus
+    from electra.data.vocab import train_vocab
+    from electra.demo.corpus import fetch_wiki_corpus
     from electra.tokenizer import vocab_checksum
-    from electra.vocab import train_vocab
 
     if preset not in DEMO_PRESETS:
         raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
@@ -156,7 +156,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         "tokens_per_s": summary["last"]["tokens_per_s"],
         "heldout_untrained": before,
         "heldout_trained": after,
-        # Fixed corruptions, the same for every run (electra.train.heldout): step 0 and last.
+        # Fixed corruptions, the same for every run (electra.pretrain.heldout): step 0 and last.
         "probe_untrained": probes[0] if probes else {},
         "probe_trained": probes[-1] if probes else {},
         "final": summary["final"],

@@ -33,11 +33,11 @@ from electra.finetune.heads import FinetuneModel
 from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.presets import SIZES, finetune_defaults, infer_size
+from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
+from electra.runtime.skeleton import LogWindow, StepLoop, Update, batches_forever
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tokenizer import special_token_ids
-from electra.train.metrics_log import MetricsLogger, require_tensorboard
-from electra.train.skeleton import LogWindow, StepLoop, Update, batches_forever
 
 
 @dataclass
@@ -312,7 +312,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With
     `teacher`, the targets are annealed mixtures of gold labels and a teacher's predictions
     (Single->Single distillation); `extra_info` is recorded in results.json and the model."""
-    from electra.train.speed import configure_process_for_speed
+    from electra.runtime.speed import configure_process_for_speed
 
     settings = settings or FinetuneSettings()
     settings.validate()

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.train.optim import adamw_impl
+from electra.runtime.optim import adamw_impl
 
 LR_DECAY_STYLES = ("dissertation", "official")
 

@@ -60,7 +60,7 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
         write_atomic(task_out / "results.json", json.dumps(per_task[task.name], indent=2) + "\n")
     if not multi:
         return per_task[views[0][0].name]
-    from electra.multitask.report import task_summary
+    from electra.tasks.glue import task_summary
 
     results = {"task": ",".join(per_task), "scores": {n: r["scores"] for n, r in per_task.items()},
                "tasks": {name: r["scores"] for name, r in per_task.items()},

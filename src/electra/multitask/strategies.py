@@ -20,13 +20,13 @@ from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.loop import FinetuneSettings, finetune, primary_key
 from electra.multitask import distill
-from electra.multitask.report import task_summary
 from electra.multitask.train import (
     MultitaskSettings,
     read_task_data,
     resolve_task,
     run_multitask,
 )
+from electra.tasks.glue import task_summary
 from electra.tokenizer import load_tokenizer
 
 STAGES = ("single", "multi")

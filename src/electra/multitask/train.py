@@ -46,12 +46,11 @@ from electra.finetune.loop import (
 from electra.finetune.model_io import load_source
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
-from electra.multitask.report import task_summary
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
 from electra.presets import infer_size, multitask_defaults
 from electra.tasks import Task
 from electra.tasks.base import Example
-from electra.tasks.glue import GlueTask, glue_name
+from electra.tasks.glue import GlueTask, glue_name, task_summary
 from electra.tokenizer import special_token_ids
 
 STS_RANGE = (0.0, 5.0)  # STS-B similarity scores, normalised to [0, 1] (section 3.2.1)
@@ -132,7 +131,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
                   extra_info: dict | None = None) -> dict:
     """Train `settings.seeds` multi-task models; write and return OUT/results.json. Nothing is
     written under OUT until every task's data and every teacher have been checked."""
-    from electra.train.speed import configure_process_for_speed
+    from electra.runtime.speed import configure_process_for_speed
 
     settings = settings or MultitaskSettings()
     settings.validate()

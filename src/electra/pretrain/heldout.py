@@ -185,7 +185,7 @@ class HeldoutProbe:
         return step % self.every == 0 or step == total_steps
 
     def record(self, objective: torch.nn.Module, step: int, flops: float) -> dict[str, float]:
-        from electra.train.evaluate import evaluate_objective
+        from electra.pretrain.evaluate import evaluate_objective
 
         own = evaluate_objective(objective, self.heldout, batch_size=64,
                                  max_examples=self.examples, seed=PROBE_SEED,

@@ -32,20 +32,20 @@ from electra.objectives import (
     metrics_from_counts,
     objective_step_flops,
 )
-from electra.tokenizer import load_tokenizer, special_token_ids
-from electra.train import checkpoint
-from electra.train.distributed import (
+from electra.pretrain.heldout import HeldoutProbe
+from electra.pretrain.init_from import InitSource, check_vocabulary, load_weights
+from electra.pretrain.step import WholeStep
+from electra.runtime import checkpoint
+from electra.runtime.distributed import (
     DistInfo,
     barrier,
     cleanup,
     init_distributed,
 )
-from electra.train.heldout import HeldoutProbe
-from electra.train.init_from import InitSource, check_vocabulary, load_weights
-from electra.train.metrics_log import MetricsLogger, require_tensorboard
-from electra.train.optim import build_optimizer, build_scheduler
-from electra.train.skeleton import LogWindow, StepLoop, Update
-from electra.train.step import WholeStep
+from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
+from electra.runtime.optim import build_optimizer, build_scheduler
+from electra.runtime.skeleton import LogWindow, StepLoop, Update
+from electra.tokenizer import load_tokenizer, special_token_ids
 
 RUN_CONFIG = "config.json"
 
@@ -84,12 +84,12 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              tensorboard: bool = False, init: InitSource | None = None) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
     `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/.
-    `init`: start from these weights (`electra.train.init_from`; `cfg.model` must already be
+    `init`: start from these weights (`electra.pretrain.init_from`; `cfg.model` must already be
     the checkpoint's, see `adopt_checkpoint`) instead of random ones.
 
     On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
     raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly."""
-    from electra.train.speed import configure_process_for_speed
+    from electra.runtime.speed import configure_process_for_speed
 
     if tensorboard:
         require_tensorboard()
@@ -311,7 +311,7 @@ def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop,
 
 def _whole_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> torch.Tensor:
     """One optimizer step as one compiled function (`train.compile_step`, see
-    `electra.train.step`); the schedule advances on the host."""
+    `electra.pretrain.step`); the schedule advances on the host."""
     hosts = [next(batches) for _ in range(run.cfg.train.grad_accum)]
     padded = any(mask_has_padding(h["attention_mask"]) for h in hosts)
     result = run.whole_step([to_device(h, run.info.device) for h in hosts], padded)

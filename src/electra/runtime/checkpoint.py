@@ -163,7 +163,7 @@ def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
 def with_kernel_of(optimizer, state: dict) -> dict:
     """A saved optimizer state with `optimizer`'s own kernel choice (`fused`, `foreach`): a
     checkpoint written on CPU and resumed on CUDA (or back) keeps the kernel that device was
-    given (`electra.train.optim.adamw_impl`); loading would otherwise take the saved groups'."""
+    given (`electra.runtime.optim.adamw_impl`); loading would otherwise take the saved groups'."""
     groups = [{**saved, **{k: now[k] for k in ("fused", "foreach") if k in now}}
               for saved, now in zip(state["param_groups"], optimizer.param_groups, strict=False)]
     return {**state, "param_groups": groups}

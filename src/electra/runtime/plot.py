@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from electra.data.corpus import iter_json_lines
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.train.metrics_log import METRICS, scalars
+from electra.runtime.metrics_log import METRICS, scalars
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -30,8 +30,8 @@ import torch
 from tqdm import tqdm
 
 from electra.errors import ElectraError, Preempted
-from electra.train.distributed import DistInfo, all_reduce_max, all_reduce_sum
-from electra.train.preempt import StopSignals
+from electra.runtime.distributed import DistInfo, all_reduce_max, all_reduce_sum
+from electra.runtime.preempt import StopSignals
 
 
 @dataclass

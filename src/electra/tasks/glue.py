@@ -75,6 +75,17 @@ def glue_score(scores: dict[str, float]) -> float | None:
     scored = [scores[t] for t in GLUE_SCORE_TASKS if t in scores]
     return 100 * statistics.fmean(scored) if scored else None
 
+def task_summary(primary: dict[str, tuple[str, float]]) -> dict:
+    """{task: (metric, score)} -> average (x100) over all tasks and the GLUE score (x100) over
+    the GLUE-score tasks present (None when there are none), as section 3.3 reports results
+    over tasks (WNLI excluded from the GLUE score)."""
+    return {
+        "primary": {t: {"metric": m, "score": v} for t, (m, v) in primary.items()},
+        "average": 100 * statistics.fmean(v for _, v in primary.values()),
+        "glue_score": glue_score({t: v for t, (_, v) in primary.items()}),
+        "glue_score_tasks": [t for t in GLUE_SCORE_TASKS if t in primary],
+    }
+
 
 def glue_name(name: str) -> str | None:
     """The canonical GLUE task name for `name` (case-insensitive), or None."""

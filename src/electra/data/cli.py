@@ -1,0 +1,116 @@
+"""The data commands, `electra vocab` and `electra prepare`. Each parses its flags and calls one
+library function (imported when it runs, so that building the parser stays torch-free; see
+`electra.cli_support`)."""
+
+from __future__ import annotations
+
+import json
+
+from electra.cli_support import LazyNames, show_progress
+from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
+from electra.errors import ElectraError
+
+
+def add_parsers(sub) -> None:
+    for add in (_add_vocab, _add_prepare):
+        add(sub)
+
+
+def _add_vocab(sub) -> None:
+    p = sub.add_parser("vocab", help="train a vocabulary (or adopt a vocab.txt)",
+                       description="Train a vocabulary with the `tokenizers` library: BERT-style "
+                       "WordPiece (default; special tokens [PAD] [UNK] [CLS] [SEP] [MASK]), "
+                       "SentencePiece-style Unigram (<pad> <unk> [CLS] [SEP] [MASK], as ALBERT) "
+                       "or byte-level BPE (<s> <pad> </s> <unk> <mask>, as RoBERTa). Writes "
+                       "tokenizer.json (plus vocab.txt for WordPiece) and the tokenizer config "
+                       "naming the special tokens (loadable by transformers.AutoTokenizer).")
+    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--kind", choices=LazyNames(_vocab_kinds), metavar="KIND",
+                   default="wordpiece", help="the subword model: %(choices)s (default: "
+                   "%(default)s)")
+    p.add_argument("--vocab-size", type=int, default=30522, help="default: %(default)s")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--from-vocab", help="use this existing WordPiece vocab.txt instead of "
+                   "training")
+    p.add_argument("--cased", action="store_true", help="keep case (and, for WordPiece, accents)")
+    p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.set_defaults(func=_run_vocab)
+
+
+def _vocab_kinds() -> tuple[str, ...]:
+    from electra.data.vocab import KINDS
+
+    return KINDS
+
+
+def _run_vocab(args) -> None:
+    from electra.data.vocab import train_vocab, vocab_from_file
+
+    if args.from_vocab:
+        if args.kind != "wordpiece":
+            raise ElectraError("vocab: --from-vocab adopts a WordPiece vocab.txt; it does not "
+                               f"go with --kind {args.kind}")
+        out = vocab_from_file(args.from_vocab, args.out, lowercase=not args.cased,
+                              overwrite=args.overwrite)
+    else:
+        if not args.corpus:
+            raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
+        out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
+                          text_field=args.text_field, overwrite=args.overwrite,
+                          show_progress=show_progress(), kind=args.kind)
+    print(f"vocabulary written to {out}")
+
+
+def _add_prepare(sub) -> None:
+    p = sub.add_parser("prepare", help="tokenize and pack a corpus into training shards",
+                       description="Stream a corpus (plain text with blank lines between "
+                       "documents, or JSON lines; .gz and directories ok), tokenize it, pack "
+                       "sentences into [CLS] A [SEP] B [SEP] examples as the official ELECTRA "
+                       "data builder does, and write token shards plus manifest.json. The "
+                       "output is the same whatever --workers. With --verify DIR, check a "
+                       "prepared directory's shards against its manifest instead.")
+    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--tokenizer", help="a tokenizer directory: written by `electra vocab`, or "
+                   "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json)")
+    p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
+    p.add_argument("--out")
+    p.add_argument("--heldout-fraction", type=float, default=DEFAULT_HELDOUT_FRACTION,
+                   help="share of documents kept aside as a held-out split for the probes "
+                   "(default %(default)s; at least one document when the corpus has "
+                   f"{MIN_HELDOUT_CORPUS} or more, none below that; 0 = no held-out split)")
+    p.add_argument("--max-heldout-documents", type=int, default=MAX_HELDOUT_DOCUMENTS,
+                   help="cap on held-out documents (default %(default)s)")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--seed", type=int, default=12345,
+                   help="chooses the held-out documents and each document's packing draws")
+    p.add_argument("--workers", type=int, default=None,
+                   help="tokenizing and packing processes (default: the available cores; 1 = "
+                   "in this process)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
+                   "SHA-256) against its manifest and exit")
+    p.set_defaults(func=_run_prepare)
+
+
+def _run_prepare(args) -> None:
+    if args.verify:
+        from electra.data.dataset import verify_data
+
+        print(json.dumps(verify_data(args.verify)))
+        return
+    missing = [flag for flag, value in (("--corpus", args.corpus), ("--tokenizer", args.tokenizer),
+                                        ("--out", args.out)) if not value]
+    if missing:
+        raise ElectraError(f"give {', '.join(missing)} (or --verify DIR)")
+    from electra.data.prepare import prepare_corpus
+
+    manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
+                              text_field=args.text_field, seed=args.seed,
+                              heldout_fraction=args.heldout_fraction,
+                              max_heldout_documents=args.max_heldout_documents,
+                              overwrite=args.overwrite,
+                              show_progress=show_progress(), workers=args.workers)
+    splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
+              for name, s in manifest["splits"].items()}
+    print(json.dumps({"out": args.out, "splits": splits}))

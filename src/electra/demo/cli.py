@@ -1,0 +1,47 @@
+"""`electra demo`: its flags (building the parser imports no torch; the demo itself is imported
+when it runs)."""
+
+from __future__ import annotations
+
+from electra.config import DEMO_PRESETS
+
+
+def add_parsers(sub) -> None:
+    _add_demo(sub)
+
+
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="the whole pipeline on a real corpus in a few minutes",
+                       description="Fetch a small English Wikipedia corpus (or use --corpus), "
+                       "train a vocabulary, prepare data, pre-train the tiny-local (or tiny) "
+                       "preset, evaluate on held-out text, export, and print a summary.")
+    p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--steps", type=int, default=None, help="default: a few minutes' worth")
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny-local",
+                   help="tiny-local (default: learns context within the demo's budget; its "
+                        "ALiBi bias makes its exports transformers remote code) or tiny (the "
+                        "plain architecture, transformers' own ELECTRA classes; "
+                        "docs/pretraining.md)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, and CPUs with "
+                   "native bf16: AVX512-BF16 or AMX); fp32 by default, so the summary's figures "
+                   "are the same on every machine")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.add_argument("--check-data", metavar="GLUE_DIR", help="GLUE folder for the downstream "
+                   "check (SST-2: the pre-trained discriminator and random weights fine-tuned "
+                   "on 10,000 sentences, 3 seeds each, about 2 minutes); default: "
+                   "$ELECTRA_GLUE_DIR, or ../shared/data/glue beside this checkout")
+    p.add_argument("--no-check", action="store_true", help="skip the downstream check")
+    p.set_defaults(func=_run_demo)
+
+
+def _run_demo(args) -> None:
+    from electra.demo.run import run_demo
+
+    run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
+             vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
+             overwrite=args.overwrite, preset=args.preset, bf16=args.bf16,
+             check=not args.no_check, check_data=args.check_data)

@@ -1,0 +1,193 @@
+"""The pre-training commands, `electra pretrain` and `electra flops`. Each parses its flags and
+calls one library function (imported when it runs, so that building the parser stays
+torch-free; see `electra.cli_support`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from electra.cli_support import show_progress
+from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
+from electra.errors import EXIT_PREEMPTED, ElectraError
+
+PRESET_NAMES = tuple(PRESETS)
+
+
+def add_parsers(sub) -> None:
+    for add in (_add_pretrain, _add_flops):
+        add(sub)
+
+
+def _add_pretrain(sub) -> None:
+    p = sub.add_parser("pretrain", help="pre-train an encoder (ELECTRA by default)",
+                       description="Pre-train on prepared data with the chosen objective "
+                       "(ELECTRA's replaced token detection by default). Writes "
+                       "OUT/config.json, OUT/metrics.jsonl, checkpoints under OUT/checkpoints "
+                       "and, at the end, the objective's models under OUT/final/ (Hugging Face "
+                       "format; ELECTRA: discriminator and generator). Run under `torchrun` "
+                       "for several processes.", epilog=f"On SIGTERM or SIGUSR1 the current "
+                       f"step is finished, a checkpoint written, one line printed on stderr, "
+                       f"and the exit status is {EXIT_PREEMPTED}; the same command with "
+                       f"--resume continues exactly. Exit status 1: an error (one line on "
+                       f"stderr).")
+    p.add_argument("--preset", choices=PRESET_NAMES,
+                   help="model size and recipe: Table 5.1, or ours for CPUs (default tiny; "
+                   "with --init-from, the checkpoint's size; docs/pretraining.md)")
+    p.add_argument("--init-from", metavar="DIR", help="continue pre-training from these "
+                   "weights: a finished run (OUT or OUT/final), a Hugging Face ELECTRA "
+                   "discriminator, or one encoder (ELECTRA or BERT, MLM head or none); sizes "
+                   "and vocabulary come from it, optimizer and schedule start fresh "
+                   "(docs/pretraining.md)")
+    p.add_argument("--init-generator", metavar="DIR", help="with --init-from: the generator "
+                   "(ElectraForMaskedLM or BertForMaskedLM) to continue; default: the run's "
+                   "own generator/, else a new one at the preset's width")
+    p.add_argument("--objective", choices=OBJECTIVE_NAMES,
+                   help="pre-training objective (default: electra); other objective settings "
+                   "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
+    p.add_argument("--data", required=True, help="directory written by `electra prepare`")
+    p.add_argument("--out", required=True)
+    p.add_argument("--config", help="JSON file with config overrides (same shape as "
+                   "OUT/config.json's `config`)")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int, help="examples per optimizer step, all processes")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--seed", type=int)
+    precision = p.add_mutually_exclusive_group()
+    precision.add_argument("--bf16", action="store_true", help="bf16 autocast (the default on "
+                           "CUDA GPUs with native bf16; on CPUs only with native bf16: "
+                           "AVX512-BF16 or AMX, refused on others, where it is ~85x slower; "
+                           "ELECTRA_ALLOW_SLOW_BF16=1 overrides)")
+    precision.add_argument("--fp32", action="store_true", help="train in fp32, also on a GPU "
+                           "that computes bf16 natively (train.bf16=false)")
+    p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
+                   "gradient is NaN/inf (no update; the schedule advances; counted as "
+                   "skipped_nonfinite in the metrics) instead of stopping with an error")
+    p.add_argument("--compile", action="store_true", help="torch.compile the Transformer "
+                   "layers (train.compile; opt-in: compiling takes minutes, and needs a C++ "
+                   "compiler on CPU)")
+    p.add_argument("--compile-step", action="store_true", help="compile the whole step "
+                   "(forward, backward, clipping, AdamW) as one graph, replayed as a CUDA graph "
+                   "on CUDA (train.compile_step; one process, torch >= 2.11; opt-in until "
+                   "measured faster on a GPU, docs/speed.md)")
+    p.add_argument("--log-every", type=int)
+    p.add_argument("--eval-every", type=int,
+                   help="steps between held-out probes (fixed-corruption discriminator AUCs; "
+                        "default: 4 per run, 0: none; needs a held-out split)")
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="any config field, e.g. --set objective.disc_weight=50")
+    p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
+                   "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_pretrain)
+
+
+def build_pretrain_config(args):
+    """The run's configuration and, with --init-from, its starting point (else None)."""
+    from electra.config import PretrainConfig, merge, set_dotted
+
+    source = None
+    preset = args.preset or "tiny"
+    if args.init_from:
+        from electra.presets import infer_size
+        from electra.pretrain.init_from import find_source
+
+        objective = args.objective or _set_value(args.set, "objective.name") or "electra"
+        source = find_source(args.init_from, args.init_generator, objective)
+        preset = args.preset or infer_size(source.main_config.hidden_size)
+    elif args.init_generator:
+        raise ElectraError("--init-generator needs --init-from")
+    cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(
+        preset)
+    flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
+             "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
+             "log_every": args.log_every, "save_every": args.save_every,
+             "eval_every": args.eval_every}
+    merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
+    if args.objective:
+        cfg.objective.name = args.objective
+    if args.bf16 or args.fp32:
+        cfg.train.bf16 = bool(args.bf16)
+    if args.skip_nonfinite:
+        cfg.train.skip_nonfinite = True
+    if args.compile:
+        cfg.train.compile = True
+    if args.compile_step:
+        cfg.train.compile_step = True
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ElectraError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        set_dotted(cfg, key, value)
+    if source is not None:
+        from electra.pretrain.init_from import adopt_checkpoint, explicit_model_fields
+
+        config_file = json.loads(Path(args.config).read_text()) if args.config else None
+        adopt_checkpoint(cfg, source, explicit_model_fields(args.preset, config_file, args.set))
+    cfg.validate()
+    return cfg, source
+
+
+def _set_value(items: list[str], key: str) -> str | None:
+    """The value a `--set KEY=VALUE` gives KEY (the last one), if any."""
+    values = [item.partition("=")[2] for item in items if item.partition("=")[0] == key]
+    return values[-1] if values else None
+
+
+def _run_pretrain(args) -> None:
+    from electra.pretrain.loop import pretrain
+
+    cfg, source = build_pretrain_config(args)
+    summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
+                       show_progress=not args.quiet and show_progress(),
+                       tensorboard=args.tensorboard, init=source)
+    if summary.get("final"):
+        print(json.dumps(summary, indent=2))
+
+
+def _add_flops(sub) -> None:
+    p = sub.add_parser("flops", help="count training and inference FLOPs (section 5.2.2)",
+                       description="Print one JSON object with train_flops, infer_flops (one "
+                       "example of length S) and params, counted by the rules of the "
+                       "dissertation's section 5.2.2 and the official implementation, with the "
+                       "objective's own accounting (the count `electra pretrain` logs).")
+    p.add_argument("--preset", default="small", choices=PRESET_NAMES)
+    p.add_argument("--objective", default="electra", choices=OBJECTIVE_NAMES)
+    p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--generator-multiplier", type=float,
+                   help="generator width / model width (default: the preset's)")
+    p.add_argument("--generator", choices=GENERATOR_KINDS,
+                   help="generator kind (default: mlm)")
+    p.add_argument("--set", action="append", default=[], metavar="objective.KEY=VALUE",
+                   help="any objective config field, e.g. --set objective.generator_layers=6")
+    p.set_defaults(func=_run_flops)
+
+
+def _run_flops(args) -> None:
+    from electra.pretrain.flops_report import main_flops
+
+    overrides: dict = {}
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        section, dot, field = key.partition(".")
+        if not sep or section != "objective" or not dot:
+            raise ElectraError(f"--set {item!r}: expected objective.KEY=VALUE")
+        try:
+            overrides[field] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[field] = raw
+    if args.generator_multiplier is not None:
+        overrides["generator_multiplier"] = args.generator_multiplier
+    if args.generator is not None:
+        overrides["generator"] = args.generator
+    print(json.dumps(main_flops(args.preset, args.objective, args.steps, args.batch_size,
+                                args.seq_len, vocab_size=args.vocab_size,
+                                overrides=overrides)))
