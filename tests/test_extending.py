@@ -9,13 +9,21 @@ import sys
 import types
 from pathlib import Path
 
+import torch
+from cvt_helpers import TINY
+from safetensors.torch import load_file
+
 from electra import config, flops, presets
+from electra.cli import main
 from electra.config import PretrainConfig, merge
+from electra.cvt.tasks import CVTTask
 from electra.data.dataset import PretrainingDataset
 from electra.finetune.loop import FinetuneSettings, finetune
+from electra.model.hf import to_hf_state_dict
 from electra.pretrain.flops_report import main_flops
+from electra.pretrain.init_from import adopt_checkpoint, find_source
 from electra.pretrain.loop import pretrain
-from electra.tasks import get_task, glue
+from electra.tasks import get_task, glue, tagging
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 
@@ -30,7 +38,7 @@ def registry_entry(fragment: str, namespace: dict) -> dict:
 
 
 def test_the_guide_has_its_examples():
-    assert len(python_blocks()) == 4
+    assert len(python_blocks()) == 5
 
 
 def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_path):
@@ -60,6 +68,24 @@ def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_pat
     step_flops = sum(flops.discriminator_breakdown("d", cfg.model, 8, seq_len).values())
     assert trained[-1]["flops"] == 4 * step_flops
     assert main_flops("tiny", "random-detection", 10, 8, 128)["train_flops"] > 0
+    assert main_flops("tiny", "random-detection", None, 8, 128)["steps"] == \
+        presets.PRESETS["tiny"].electra_steps  # its step_budget, the default
+
+    # --init-from the discriminator it exported: the new run starts from those weights
+    source = find_source(tmp_path / "run", None, "random-detection")
+    assert source.main_head == "discriminator" and source.generator is None
+    adopt_checkpoint(cfg, source, {})
+    cfg.train.steps = 1
+    before = load_file(str(tmp_path / "run" / "final" / "discriminator" / "model.safetensors"))
+    seen = {}
+    monkeypatch.setattr(module.RandomDetectionObjective, "on_step_start",
+                        lambda self, step, total: seen.setdefault(
+                            "weights", {k: v.clone() for k, v in
+                                        to_hf_state_dict(self.discriminator).items()}))
+    pretrain(cfg, data_dir, tmp_path / "continued", device="cpu", show_progress=False,
+             init=source)
+    assert seen["weights"].keys() == before.keys()
+    assert all(torch.equal(seen["weights"][k], before[k]) for k in before)
 
 
 def _scitail(root: Path) -> Path:
@@ -89,8 +115,39 @@ def test_new_glue_shaped_task_is_one_record(monkeypatch, tiny_model, tmp_path):
     assert glue.glue_score({"SciTail": 1.0}) is None  # not a GLUE-score task
 
 
+def _wnut(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    sentences = [[("Hanna", "B-person"), ("flew", "O"), ("to", "O"), ("Lagos", "B-location")],
+                 [("the", "O"), ("new", "O"), ("Pixel", "B-product"), ("Fold", "I-product")]]
+    text = "\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences * 6) + "\n"
+    for name in ("wnut17train.conll", "emerging.dev.conll", "emerging.test.annotated"):
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_new_tagging_dataset_is_one_record_for_finetuning_and_cvt(monkeypatch, tiny_model,
+                                                                  tmp_path):
+    for name, record in registry_entry(python_blocks()[3], vars(tagging)).items():
+        monkeypatch.setitem(tagging.DATASETS, name, record)
+    data = _wnut(tmp_path / "wnut")
+
+    res = finetune(tiny_model, "wnut17", data, tmp_path / "ft",
+                   FinetuneSettings(epochs=1, batch_size=8, device="cpu"))
+    assert res["task"] == "wnut17" and res["num_eval_examples"] == {"dev": 12}
+    assert 0.0 <= res["median"]["f1"] <= 1.0
+
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    assert main(["cvt", "--tasks", "wnut17", "--data", str(data), "--no-cvt",
+                 "--out", str(tmp_path / "cvt"), "--epochs", "1", *sets, "--quiet"]) == 0
+    scores = json.loads((tmp_path / "cvt" / "results.json").read_text())["scores"]["wnut17"]
+    assert set(scores) == {"f1", "precision", "recall"}
+    task = CVTTask("wnut17")
+    gold = task.read_file(data / "emerging.dev.conll")
+    assert task.score(gold, [s.tags for s in gold])["f1"] == 1.0  # IOB2 read as given
+
+
 def test_new_preset_is_one_record(monkeypatch):
-    entry = registry_entry(python_blocks()[3], vars(presets))
+    entry = registry_entry(python_blocks()[4], vars(presets))
     monkeypatch.setattr(presets, "PRESETS", {**presets.PRESETS, **entry})
     monkeypatch.setattr(presets, "SIZES", (*presets.SIZES, "medium"))
 

@@ -247,3 +247,18 @@ def test_objectives_with_their_own_generator_start_from_the_discriminator(
     # two warm-up steps moved every weight a little from where the checkpoint had it
     assert all((started[k] - continued[k]).abs().max() < 1e-3 for k in started)
     assert any(not torch.equal(started[k], continued[k]) for k in started)
+
+
+def test_each_objective_declares_what_init_from_continues():
+    """The registry's classes hold the fact (`Objective.continues`), and `electra flops`' step
+    budget (`Objective.step_budget`): BERT's longer schedule for the MLM baseline only."""
+    from electra.objectives import REGISTRY, objective_class
+
+    kinds = {name: objective_class(name).continues for name in REGISTRY}
+    assert kinds == {"electra": "discriminator+generator",
+                     "electra-15": "discriminator+generator",
+                     "mlm": "mlm", "replace-mlm": "mlm", "all-tokens-mlm": "mlm",
+                     "electric": "discriminator", "electra-tt": "discriminator",
+                     "teams": "discriminator"}
+    budgets = {name: objective_class(name).step_budget for name in REGISTRY}
+    assert budgets == {**dict.fromkeys(REGISTRY, "electra"), "mlm": "bert"}

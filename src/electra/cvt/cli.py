@@ -65,9 +65,9 @@ def _run_vectors(args) -> None:
 
 
 def _tasks_help() -> str:
-    from electra.cvt.tasks import TASK_NAMES
+    from electra.cvt.tasks import task_names
 
-    return (f"comma-separated: {', '.join(TASK_NAMES)} (several train one multi-task model, "
+    return (f"comma-separated: {', '.join(task_names())} (several train one multi-task model, "
             f"section 4.1.2)")
 
 

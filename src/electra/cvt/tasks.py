@@ -9,7 +9,9 @@ for pos, UAS/LAS for dep with punctuation (gold UPOS PUNCT) left out (4.3.1).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -23,7 +25,39 @@ from electra.tasks.metrics import span_f1
 # UD's punctuation tag. SYM ($, %, +, emoticons) is left in: PTB evaluation scripts score
 # $ and % as words, and UD's SYM is closer to those than to punctuation.
 PUNCT_UPOS = ("PUNCT",)
-TASK_NAMES = ("chunk", "ner", "pos", "dep")
+
+
+@dataclass(frozen=True)
+class CVTTaskSpec:
+    """A CVT task: a tagging dataset (`electra.tasks.tagging.DATASETS`, the same record
+    `electra finetune` reads) tagged word by word, or UD trees parsed."""
+
+    dataset: tagging.TaggingDataset
+    kind: Literal["tag", "dep"] = "tag"
+
+    @property
+    def primary_metric(self) -> str:
+        if self.kind == "dep":
+            return "las"
+        return "f1" if self.dataset.spans else "accuracy"
+
+
+# CVT's own tasks: dependency parsing on UD English EWT. Every tagging dataset
+# (`electra.tasks.tagging.DATASETS`) is a CVT task too, under its own name.
+PARSING_TASKS: dict[str, CVTTaskSpec] = {
+    "dep": CVTTaskSpec(tagging.TaggingDataset(tagging.UD_EWT_FILES, "conllu", 3, "tags"),
+                       kind="dep"),
+}
+
+
+def cvt_tasks() -> dict[str, CVTTaskSpec]:
+    """Every task CVT trains, by name: the tagging datasets, then the parsing tasks."""
+    return {**{name: CVTTaskSpec(dataset) for name, dataset in tagging.DATASETS.items()},
+            **PARSING_TASKS}
+
+
+def task_names() -> tuple[str, ...]:
+    return tuple(cvt_tasks())
 
 
 def attachment_scores(golds: Sequence[Sentence], heads: Sequence[Sequence[int]],
@@ -44,34 +78,32 @@ def attachment_scores(golds: Sequence[Sentence], heads: Sequence[Sequence[int]],
 
 class CVTTask:
     def __init__(self, name: str):
-        if name not in TASK_NAMES:
-            raise ElectraError(f"unknown CVT task {name!r} (known: {', '.join(TASK_NAMES)})")
+        tasks = cvt_tasks()
+        if name not in tasks:
+            raise ElectraError(f"unknown CVT task {name!r} (known: {', '.join(tasks)})")
+        spec = tasks[name]
         self.name = name
-        self.kind = "dep" if name == "dep" else "tag"
-        self.bioes = name in ("chunk", "ner")
-        factory = {"chunk": tagging.chunking, "ner": tagging.ner}.get(name, tagging.pos)
-        self.files = factory().files
+        self.dataset = spec.dataset
+        self.kind = spec.kind
+        # Span labels train as BIOES and score as IOB2 (4.3.1).
+        self.bioes = spec.kind == "tag" and spec.dataset.spans
         self.labels: list[str] = []
-        self.primary_metric = {"chunk": "f1", "ner": "f1", "pos": "accuracy", "dep": "las"}[name]
+        self.primary_metric = spec.primary_metric
 
     # ---- reading ----
     def read_file(self, path: str | Path, labeled: bool = True) -> list[Sentence]:
         """`labeled=False`: input to predict, whose labels (if any) are not needed."""
-        if self.kind == "tag" and self.name != "pos":
-            return read_columns(path, labeled=labeled)
-        sents = read_conllu(path, tree=labeled and self.kind == "dep")
+        if self.dataset.format == "columns":
+            return read_columns(path, tag_column=self.dataset.tag_column, labeled=labeled)
+        sents = read_conllu(path, tree=labeled and self.kind == "dep",
+                            tag_column=self.dataset.tag_column)
         if not labeled:
             for s in sents:
                 s.tags, s.heads, s.rels = [], [], []
         return sents
 
     def find(self, data_dir: str | Path, split: str) -> Path:
-        d = Path(data_dir)
-        for name in self.files[split].split("|"):
-            if (d / name).is_file():
-                return d / name
-        raise ElectraError(f"{d}: no {self.files[split].replace('|', ' or ')} for the {split} "
-                           f"split of {self.name}")
+        return self.dataset.find(data_dir, split, self.name)
 
     def set_labels(self, train: Sequence[Sentence]) -> None:
         if self.kind == "dep":

@@ -279,6 +279,94 @@ def summary(values: list[float]) -> dict:
             "std": statistics.pstdev(values) if len(values) > 1 else 0.0, "values": values}
 
 
+def learning_rates(settings: FinetuneSettings, hidden_size: int,
+                   defaults: Callable[[str], tuple[float, float]]) -> tuple[str, float, float]:
+    """(size, peak learning rate, layer-wise decay): the settings' where given, else `defaults`
+    of the model's size (`settings.size`, or inferred from its hidden size)."""
+    size = settings.size or infer_size(hidden_size)
+    default_lr, default_decay = defaults(size)
+    lr = settings.lr if settings.lr is not None else default_lr
+    decay = (settings.layerwise_decay if settings.layerwise_decay is not None
+             else default_decay)
+    return size, lr, decay
+
+
+@dataclass
+class SeedScores:
+    """One seed's evaluation, as the seed runner records it."""
+
+    scores: dict  # per seed in results.json, and in the kept model's record
+    predictions: dict  # the prediction files written
+    logged: dict  # the metrics-log record at the last step
+    rank: float  # what `KeepBest` ranks seeds by
+    extra: dict = dataclasses.field(default_factory=dict)  # more fields of the seed's entry
+
+
+@dataclass
+class SeedRunner:
+    """The seed loop `finetune` and `run_multitask` share: for each seed a fresh model, its
+    training (`plan` is called per seed), its evaluation, its metrics log, and the best model
+    kept under OUT/model; returns one entry per seed."""
+
+    model_dir: str | Path
+    encoder: torch.nn.Module
+    settings: FinetuneSettings
+    device: torch.device
+    out: Path
+    lr: float
+    decay: float
+    epochs: float
+    show_progress: bool
+
+    def run(self, make_model: Callable[[torch.nn.Module], torch.nn.Module],
+            plan: Callable[[], TrainPlan], evaluate: Callable[[torch.nn.Module, int], SeedScores],
+            model_info: dict, info_extra: dict, resolved: dict) -> list[dict]:
+        keep = KeepBest(self.out, self.model_dir, self.settings.save_all_seeds)
+        per_seed = []
+        for seed, model in seed_models(self.model_dir, self.encoder, self.settings, self.device,
+                                       make_model):
+            seed_plan = plan()
+            start = time.perf_counter()
+            with seed_logger(self.out, seed, self.settings) as logger:
+                loss, steps = train_model(model, seed_plan, self.settings, self.lr, self.decay,
+                                          self.epochs, seed, self.device, self.show_progress,
+                                          logger)
+                seconds = time.perf_counter() - start
+                result = evaluate(model, seed)
+                logger.log_at(steps, result.logged)
+            entry = {"seed": seed, "scores": result.scores, **result.extra,
+                     "predictions": result.predictions, "final_train_loss": loss,
+                     "train_seconds": round(seconds, 2), "steps": steps}
+            info = {**model_info, "source_model": str(self.model_dir), "settings": resolved,
+                    "seed": seed, "scores": result.scores, **info_extra}
+            entry.update(keep.offer(model, seed, result.rank, info))
+            per_seed.append(entry)
+        return per_seed
+
+
+def task_results(task: Task, seeds: list[dict], resolved: dict, model_dir, data_dir,
+                 train: list[Example], eval_sets: dict[str, list[Example]], out: Path,
+                 **extra) -> dict:
+    """A task's results.json: per-seed scores, their summaries and medians, the settings and
+    the data's sizes; `extra` fields go just before "best_model"."""
+    metric_keys = list(seeds[0]["scores"])
+    return {
+        "task": task.name,
+        "metric_names": metric_keys,
+        "primary_metric": primary_key(task),
+        "seeds": seeds,
+        "summary": {m: summary([s["scores"][m] for s in seeds]) for m in metric_keys},
+        "median": {m: statistics.median([s["scores"][m] for s in seeds]) for m in metric_keys},
+        "settings": resolved,
+        "model": str(model_dir),
+        "data": str(data_dir),
+        "num_train_examples": len(train),
+        "num_eval_examples": {s: len(e) for s, e in eval_sets.items()},
+        **extra,
+        "best_model": str(out / "model"),
+    }
+
+
 def train_examples_of(task: Task, data_dir, settings: FinetuneSettings) -> list[Example]:
     """The task's training examples (the first max_train_examples); none is an error."""
     train = task.read(data_dir, "train")
@@ -324,11 +412,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     device = resolve_device(settings.device, settings.bf16)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
-    size = settings.size or infer_size(encoder.config.hidden_size)
-    default_lr, default_decay = finetune_defaults(size)  # Table 5.2, from the size's preset
-    lr = settings.lr if settings.lr is not None else default_lr
-    decay = (settings.layerwise_decay if settings.layerwise_decay is not None
-             else default_decay)
+    # Table 5.2, from the size's preset
+    size, lr, decay = learning_rates(settings, encoder.config.hidden_size, finetune_defaults)
     epochs = settings.epochs if settings.epochs is not None else task.default_epochs
     settings = dataclasses.replace(settings,
                                    max_seq_len=settings.max_seq_len or task.default_max_seq_len)
@@ -345,41 +430,21 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
                 "epochs": epochs, "size": size, **(extra_info or {})}
-    per_seed = []
     key = primary_key(task)
-    keep = KeepBest(out, model_dir, settings.save_all_seeds)
-    for seed, model in seed_models(model_dir, encoder, settings, device, lambda enc: FinetuneModel(
-            enc, task.head_kind, task.num_outputs, settings.dropout)):
-        start = time.perf_counter()
-        with seed_logger(out, seed, settings) as logger:
-            loss, steps = train_model(model, plan, settings, lr, decay, epochs, seed, device,
-                                      show_progress, logger)
-            seconds = time.perf_counter() - start
-            scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
-                                            out / f"seed{seed}")
-            logger.log_at(steps, {f"dev_{k}": v for k, v in scores.items()})
-        entry = {"seed": seed, "scores": scores, "predictions": paths,
-                 "final_train_loss": loss, "train_seconds": round(seconds, 2)}
-        info = {"task": task.state(), "head_kind": task.head_kind,
-                "num_outputs": task.num_outputs, "source_model": str(model_dir),
-                "settings": resolved, "seed": seed, "scores": scores}
-        entry.update(keep.offer(model, seed, scores[key], info))
-        per_seed.append(entry)
-    metric_keys = list(per_seed[0]["scores"])
-    results = {
-        "task": task.name,
-        "metric_names": metric_keys,
-        "primary_metric": key,
-        "seeds": per_seed,
-        "summary": {m: summary([s["scores"][m] for s in per_seed]) for m in metric_keys},
-        "median": {m: statistics.median([s["scores"][m] for s in per_seed])
-                   for m in metric_keys},
-        "settings": resolved,
-        "model": str(model_dir),
-        "data": str(data_dir),
-        "num_train_examples": len(train),
-        "num_eval_examples": {s: len(e) for s, e in eval_sets.items()},
-        "best_model": str(out / "model"),
-    }
+
+    def evaluate(model, seed: int) -> SeedScores:
+        scores, paths = evaluate_splits(model, task, eval_sets, tokenizer, settings, device,
+                                        out / f"seed{seed}")
+        return SeedScores(scores, paths, {f"dev_{k}": v for k, v in scores.items()},
+                          rank=scores[key])
+
+    runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, epochs,
+                        show_progress)
+    per_seed = runner.run(
+        lambda enc: FinetuneModel(enc, task.head_kind, task.num_outputs, settings.dropout),
+        lambda: plan, evaluate,
+        {"task": task.state(), "head_kind": task.head_kind, "num_outputs": task.num_outputs},
+        {}, resolved)
+    results = task_results(task, per_seed, resolved, model_dir, data_dir, train, eval_sets, out)
     write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results

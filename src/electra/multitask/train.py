@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,22 +31,21 @@ from electra.finetune.data import batches_from_order, feature_lengths
 from electra.finetune.heads import MultitaskModel, make_head
 from electra.finetune.loop import (
     FinetuneSettings,
-    KeepBest,
+    SeedRunner,
+    SeedScores,
     TrainPlan,
     eval_sets_of,
     evaluate_splits,
+    learning_rates,
     primary_key,
-    seed_logger,
-    seed_models,
-    summary,
+    task_results,
     train_examples_of,
-    train_model,
 )
 from electra.finetune.model_io import load_source
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
-from electra.presets import infer_size, multitask_defaults
+from electra.presets import multitask_defaults
 from electra.tasks import Task
 from electra.tasks.base import Example
 from electra.tasks.glue import GlueTask, glue_name, task_summary
@@ -141,11 +139,8 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     configure_process_for_speed()
     device = resolve_device(settings.device, settings.bf16)
     encoder, tokenizer, _ = load_source(model_dir)
-    size = settings.size or infer_size(encoder.config.hidden_size)
-    default_lr, default_decay = multitask_defaults(size)  # section 3.3, from the size's preset
-    lr = settings.lr if settings.lr is not None else default_lr
-    decay = (settings.layerwise_decay if settings.layerwise_decay is not None
-             else default_decay)
+    # section 3.3, from the size's preset
+    size, lr, decay = learning_rates(settings, encoder.config.hidden_size, multitask_defaults)
     settings = dataclasses.replace(settings, max_seq_len=settings.max_seq_len or 128)
 
     tasks: dict[str, Task] = {}
@@ -172,8 +167,6 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
                 "size": size, "tasks": list(tasks), "annealing": annealing.describe(),
                 **(extra_info or {})}
     teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
-    per_seed: list[dict] = []
-    keep = KeepBest(out, model_dir, settings.save_all_seeds)
 
     def make_model(enc: torch.nn.Module) -> MultitaskModel:
         return MultitaskModel(enc, {
@@ -181,29 +174,24 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
                             settings.dropout, enc.config.initializer_range)
             for name, t in tasks.items()})
 
-    for seed, model in seed_models(model_dir, encoder, settings, device, make_model):
-        plan = _plan(tasks, features, settings, pad_id, annealing)
-        start = time.perf_counter()
-        with seed_logger(out, seed, settings) as logger:
-            loss, steps = train_model(model, plan, settings, lr, decay, settings.epochs, seed,
-                                      device, show_progress, logger)
-            seconds = time.perf_counter() - start
-            scores, paths = {}, {}
-            for name, task in tasks.items():
-                scores[name], paths[name] = evaluate_splits(
-                    model.single(name), task, data[name][1], tokenizer, settings, device,
-                    out / f"seed{seed}" / name)
-            logger.log_at(steps, {f"dev_{n}_{m}": v for n, s in scores.items()
-                                  for m, v in s.items()})
+    def evaluate(model: MultitaskModel, seed: int) -> SeedScores:
+        scores, paths = {}, {}
+        for name, task in tasks.items():
+            scores[name], paths[name] = evaluate_splits(
+                model.single(name), task, data[name][1], tokenizer, settings, device,
+                out / f"seed{seed}" / name)
         average = statistics.fmean(scores[n][primary_key(t)] for n, t in tasks.items())
-        entry = {"seed": seed, "scores": scores, "average": average, "predictions": paths,
-                 "final_train_loss": loss, "train_seconds": round(seconds, 2), "steps": steps}
-        info = {"tasks": [{"task": t.state(), "head_kind": t.head_kind,
-                           "num_outputs": t.num_outputs} for t in tasks.values()],
-                "source_model": str(model_dir), "settings": resolved, "seed": seed,
-                "scores": scores, "teachers": teacher_info}
-        entry.update(keep.offer(model, seed, average, info))
-        per_seed.append(entry)
+        return SeedScores(scores, paths, {f"dev_{n}_{m}": v for n, s in scores.items()
+                                          for m, v in s.items()},
+                          rank=average, extra={"average": average})
+
+    runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, settings.epochs,
+                        show_progress)
+    per_seed = runner.run(
+        make_model, lambda: _plan(tasks, features, settings, pad_id, annealing), evaluate,
+        {"tasks": [{"task": t.state(), "head_kind": t.head_kind, "num_outputs": t.num_outputs}
+                   for t in tasks.values()]},
+        {"teachers": teacher_info}, resolved)
     return _write_results(out, tasks, data, per_seed, resolved, teacher_info, model_dir,
                           data_dir)
 
@@ -238,22 +226,12 @@ def _write_results(out: Path, tasks: dict[str, Task], data: dict, per_seed: list
                    resolved: dict, teachers: dict, model_dir, data_dir) -> dict:
     per_task = {}
     for name, task in tasks.items():
-        key = primary_key(task)
         seeds = [{"seed": s["seed"], "scores": s["scores"][name],
                   "predictions": s["predictions"][name]} for s in per_seed]
-        metric_keys = list(seeds[0]["scores"])
-        task_results = {
-            "task": name, "metric_names": metric_keys, "primary_metric": key, "seeds": seeds,
-            "summary": {m: summary([s["scores"][m] for s in seeds]) for m in metric_keys},
-            "median": {m: statistics.median([s["scores"][m] for s in seeds])
-                       for m in metric_keys},
-            "settings": resolved, "model": str(model_dir), "data": str(data_dir),
-            "num_train_examples": len(data[name][0]),
-            "num_eval_examples": {s: len(e) for s, e in data[name][1].items()},
-            "teacher": teachers[name], "best_model": str(out / "model"),
-        }
-        write_atomic(out / name / "results.json", json.dumps(task_results, indent=2) + "\n")
-        per_task[name] = task_results
+        task_result = task_results(task, seeds, resolved, model_dir, data_dir, data[name][0],
+                                   data[name][1], out, teacher=teachers[name])
+        write_atomic(out / name / "results.json", json.dumps(task_result, indent=2) + "\n")
+        per_task[name] = task_result
     medians = {n: (r["primary_metric"], r["median"][r["primary_metric"]])
                for n, r in per_task.items()}
     results = {

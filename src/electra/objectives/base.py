@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -29,6 +29,14 @@ from electra.objectives.masking import SpecialIds
 
 # (numerator count, denominator count) of a logged ratio.
 Ratio = tuple[str, str]
+# What `electra pretrain --init-from` continues for an objective (electra.pretrain.init_from):
+# "discriminator+generator": the discriminator, and the generator where the checkpoint has one
+#   or --init-generator names one (ELECTRA);
+# "discriminator": the discriminator; everything else it trains (a generator, heads of its own)
+#   starts new;
+# "mlm": the one network a masked language model trains.
+Continues = Literal["discriminator+generator", "discriminator", "mlm"]
+CONTINUES: tuple[str, ...] = ("discriminator+generator", "discriminator", "mlm")
 
 
 def argmax_hits(logits: torch.Tensor, targets: torch.Tensor,
@@ -80,6 +88,11 @@ class Objective(nn.Module):
     metrics: ClassVar[dict[str, Ratio]] = {}
     # electra.scoring's scorer for the exported discriminator; None: it gives no PLL.
     discriminator_scorer: ClassVar[str | None] = None
+    # What `--init-from` continues (`Continues`); None: it starts from random weights only.
+    continues: ClassVar[Continues | None] = None
+    # Its default length in `electra flops`: the preset's ELECTRA or BERT step budget (Table
+    # 5.1 gives BERT's MLM its own, longer one).
+    step_budget: ClassVar[Literal["electra", "bert"]] = "electra"
 
     def __init__(self, obj_cfg: ObjectiveConfig, context: ObjectiveContext | None = None):
         super().__init__()

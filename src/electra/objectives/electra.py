@@ -62,6 +62,7 @@ def check_algorithm(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
 class ElectraObjective(Objective):
     metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS}
     generator_model_config = staticmethod(mlm_generator_config)
+    continues = "discriminator+generator"
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):

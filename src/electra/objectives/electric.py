@@ -76,6 +76,7 @@ class _TwoTowerObjective(Objective):
     """What Electric and ELECTRA-TT share: networks, masking, the generator pass, FLOPs."""
 
     nce = False
+    continues = "discriminator"  # the two towers start new
     # sample_differs_frac: masked positions whose noise sample differs from the original (for
     # Electric every one of them is labelled noise, so replaced_frac is 1).
     metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS,

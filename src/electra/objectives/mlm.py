@@ -35,6 +35,8 @@ class MlmObjective(Objective):
     # Its config defaults, BERT's 80% [MASK] / 10% random / 10% kept, are its registry line's
     # (electra.config.BERT_DEFAULTS).
     metrics = MLM_METRICS
+    continues = "mlm"
+    step_budget = "bert"  # Table 5.1's BERT step counts
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):

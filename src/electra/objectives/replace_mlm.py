@@ -56,6 +56,7 @@ def copy_mixture_predictions(logits: torch.Tensor, copy_logit: torch.Tensor,
 
 class ReplaceMlmObjective(Objective):
     metrics = {**GENERATOR_METRICS, **MLM_METRICS}
+    continues = "mlm"
     generator_model_config = staticmethod(mlm_generator_config)
     predict_all_tokens = False
 

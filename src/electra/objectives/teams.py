@@ -115,6 +115,7 @@ class MwsHead(nn.Module):
 class TeamsObjective(Objective):
     # mws_acc: the original token scores highest among its K + 1 candidates.
     metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS, "mws_acc": ("mws_correct", "masked")}
+    continues = "discriminator"  # its shared generator layers and heads start new
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):

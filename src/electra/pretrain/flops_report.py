@@ -36,7 +36,7 @@ def main_flops(preset: str, objective: str, steps: int | None, batch_size: int |
     merge(obj_cfg, dict(overrides or {}), where="objective")
     obj_cfg.validate()
     if steps is None:
-        steps = p.bert_steps if objective == "mlm" else p.electra_steps
+        steps = p.bert_steps if cls.step_budget == "bert" else p.electra_steps
     batch_size = p.batch_size if batch_size is None else batch_size
     seq_len = p.seq_len if seq_len is None else seq_len
     flops.check_counting(model, steps, batch_size, seq_len)

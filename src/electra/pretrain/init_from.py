@@ -24,14 +24,8 @@ from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import architecture_of, load_encoder, load_pretrained, read_config_json
 from electra.model_config import ModelConfig
+from electra.objectives import REGISTRY, objective_class
 
-# What the objectives can start from: the network each one trains and exports.
-DISCRIMINATOR_OBJECTIVES = ("electra", "electra-15")
-MLM_OBJECTIVES = ("mlm", "replace-mlm", "all-tokens-mlm")
-# Objectives whose discriminator starts from the checkpoint while their generator (Electric's
-# two towers, TEAMS' upper layers and heads) starts fresh.
-FRESH_GENERATOR_OBJECTIVES = ("electric", "electra-tt", "teams")
-SUPPORTED = DISCRIMINATOR_OBJECTIVES + MLM_OBJECTIVES + FRESH_GENERATOR_OBJECTIVES
 # Model fields a checkpoint fixes (the others, dropout and the initialiser's range for fresh
 # heads, are training settings a run may change).
 ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
@@ -63,12 +57,19 @@ class InitSource:
                 "train_flops": self.train_flops}
 
 
+def continues(objective: str) -> str | None:
+    """What `--init-from` continues for `objective`: its class's `continues`."""
+    return objective_class(objective).continues
+
+
 def find_source(init_dir: str | Path, generator_dir: str | Path | None,
                 objective: str) -> InitSource:
     """Resolve `--init-from` (and `--init-generator`) for `objective`."""
-    if objective not in SUPPORTED:
+    kind = continues(objective)
+    if kind is None:
+        supported = [name for name in REGISTRY if continues(name) is not None]
         raise ElectraError(f"--init-from: objective {objective!r} cannot start from a "
-                           f"checkpoint (supported: {', '.join(SUPPORTED)})")
+                           f"checkpoint (supported: {', '.join(supported)})")
     root = Path(init_dir)
     if not root.is_dir():
         raise ElectraError(f"--init-from {root}: no such directory")
@@ -84,21 +85,21 @@ def find_source(init_dir: str | Path, generator_dir: str | Path | None,
     else:
         raise ElectraError(f"--init-from {root}: not a model directory (no config.json, and no "
                            "discriminator/ or model/ inside)")
-    if objective not in DISCRIMINATOR_OBJECTIVES:
+    if kind != "discriminator+generator":
         generator = None  # one network (MLM), or a generator that starts fresh
     if generator_dir is not None:
-        if objective not in DISCRIMINATOR_OBJECTIVES:
+        if kind != "discriminator+generator":
             raise ElectraError(f"--init-generator: objective {objective!r} "
-                               + ("trains no generator" if objective in MLM_OBJECTIVES
+                               + ("trains no generator" if kind == "mlm"
                                   else "starts its generator fresh"))
         generator = Path(generator_dir)
     main_cfg, head, flops = _read(main, "--init-from")
     source = InitSource(main, main_cfg, head, train_flops=flops)
-    if source.main_head == "generator" and objective not in MLM_OBJECTIVES:
+    if source.main_head == "generator" and kind != "mlm":
         source.main_head = None  # an MLM's encoder becomes the discriminator's; fresh head
         source.notes.append(f"{main} is a masked language model: its encoder starts the "
                             "discriminator, whose head is new")
-    if source.main_head == "discriminator" and objective in MLM_OBJECTIVES:
+    if source.main_head == "discriminator" and kind == "mlm":
         source.main_head = None
         source.notes.append(f"{main} is a discriminator: its encoder starts the MLM, whose "
                             "head is new")
@@ -127,11 +128,12 @@ def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
         if f"model.{name}" not in explicit:
             setattr(cfg.model, name, getattr(ckpt, name))
     if source.generator_config is None:
-        if cfg.objective.name in FRESH_GENERATOR_OBJECTIVES:
+        kind = continues(cfg.objective.name)
+        if kind == "discriminator":
             source.notes.append(f"--init-from {source.main}: objective {cfg.objective.name!r} "
                                 "starts from the discriminator; its generator (and any head "
                                 "of its own) is new")
-        elif cfg.objective.name in DISCRIMINATOR_OBJECTIVES and cfg.objective.generator == "mlm":
+        elif kind == "discriminator+generator" and cfg.objective.generator == "mlm":
             source.notes.append(
                 f"--init-from {source.main}: no generator given; a new one is trained at "
                 f"{cfg.objective.generator_multiplier:g} of the discriminator's width "

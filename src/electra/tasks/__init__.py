@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from electra.errors import ElectraError
 from electra.tasks.base import Example, Task
 from electra.tasks.glue import SPECS, GlueTask, glue_name
 from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
-from electra.tasks.tagging import chunking, ner, pos
-
-TAGGING: dict[str, Callable[[], Task]] = {"chunk": chunking, "ner": ner, "pos": pos}
+from electra.tasks.tagging import DATASETS as TAGGING
+from electra.tasks.tagging import TaggingTask
 
 __all__ = ["Example", "Task", "get_task", "get_task_name", "task_from_state", "task_names"]
 
@@ -26,7 +23,7 @@ def get_task(name: str, **options) -> Task:
     if canonical is not None:
         return GlueTask(canonical)
     if name.lower() in TAGGING:
-        return TAGGING[name.lower()]()
+        return TaggingTask(name.lower(), TAGGING[name.lower()])
     if name.lower() in SQUAD_VERSIONS:
         from electra.tasks.squad import SquadTask
 

@@ -7,8 +7,9 @@ by the loss. The tag set is read from the training file and saved with the fine-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,51 +19,82 @@ from electra.tasks import metrics as M
 from electra.tasks.base import Example, Task
 
 
-def read_conll(path: Path, tag_column: int, iob1_to_iob2: bool = False) -> list[Example]:
-    """Whitespace-separated columns, one word per line, blank line between sentences;
-    -DOCSTART- lines (CoNLL-2003) are skipped. Labels are not checked against IOB: span F1
-    reads IOB1, IOB2 and BIOES alike."""
-    return _examples(conll.read_columns(path, tag_column=tag_column, check_iob=False,
-                                        iob2=iob1_to_iob2))
+@dataclass(frozen=True)
+class TaggingDataset:
+    """A word-tagging dataset: its files, their format and its labels' scheme. `electra
+    finetune`'s tagging tasks and CVT's (`electra.cvt.tasks`) both read this one record, so a
+    new dataset is one entry in `DATASETS`."""
+
+    # split -> the file names to look for in the data folder, "a|b": the first that exists
+    files: dict[str, str]
+    format: Literal["columns", "conllu"]  # CoNLL-2000/2003 columns, or UD's CoNLL-U
+    tag_column: int  # the label's column, 0-based (-1: the last; UPOS is 3 in CoNLL-U)
+    # "iob1" / "iob2": span labels, scored by span F1 (IOB1 read as IOB2); "tags": one label
+    # per word, scored by accuracy
+    scheme: Literal["iob1", "iob2", "tags"]
+
+    @property
+    def spans(self) -> bool:
+        return self.scheme != "tags"
+
+    def find(self, data_dir: str | Path, split: str, task: str) -> Path:
+        """The file of `split` in `data_dir`; an error naming the names looked for."""
+        if split not in self.files:
+            raise ElectraError(f"{task}: no split {split!r}")
+        d = Path(data_dir)
+        for name in self.files[split].split("|"):
+            if (d / name).is_file():
+                return d / name
+        raise ElectraError(f"{d}: no {self.files[split].replace('|', ' or ')} for the {split} "
+                           f"split of {task}")
+
+    def read_examples(self, path: Path) -> list[Example]:
+        """Fine-tuning's view: labels are not checked against IOB (span F1 reads IOB1, IOB2
+        and BIOES alike); IOB1 becomes IOB2. CoNLL-U: multiword-token lines ("1-2") and empty
+        nodes ("1.1") are skipped, as they carry no tag of a surface word."""
+        if self.format == "columns":
+            sentences = conll.read_columns(path, tag_column=self.tag_column, check_iob=False,
+                                           iob2=self.scheme == "iob1")
+        else:
+            sentences = conll.read_conllu(path, tree=False, tag_column=self.tag_column)
+        return [Example(index=i, words=s.words, tags=s.tags, where=s.where)
+                for i, s in enumerate(sentences)]
 
 
-def read_conllu(path: Path, column: int = 3) -> list[Example]:
-    """CoNLL-U sentences (UPOS is column 3, 0-based); multiword-token lines ("1-2") and empty
-    nodes ("1.1") are skipped, as they carry no tag of a surface word."""
-    return _examples(conll.read_conllu(path, tree=False, tag_column=column))
+# UD English EWT, as released (en_ewt-ud-*.conllu, .gz or not) or renamed to SPLIT.conllu;
+# CVT's dependency parsing reads the same files.
+UD_EWT_FILES = {split: "|".join(f"en_ewt-ud-{split}.conllu{gz}" for gz in (".gz", ""))
+                + f"|{split}.conllu|{split}.conllu.gz" for split in ("train", "dev", "test")}
 
-
-def _examples(sentences: list[conll.Sentence]) -> list[Example]:
-    return [Example(index=i, words=s.words, tags=s.tags, where=s.where)
-            for i, s in enumerate(sentences)]
+DATASETS: dict[str, TaggingDataset] = {
+    # CoNLL-2000 chunking (word, POS, chunk: the label is the last column). It has no dev
+    # set; its test file is the evaluation split.
+    "chunk": TaggingDataset({"train": "train.txt", "dev": "dev.txt|test.txt",
+                             "test": "test.txt"}, "columns", -1, "iob2"),
+    # CoNLL-2003 NER, IOB1 (as released) or IOB2; the label is the last column.
+    "ner": TaggingDataset({"train": "train.txt|eng.train",
+                           "dev": "valid.txt|dev.txt|testa.txt|eng.testa",
+                           "test": "test.txt|testb.txt|eng.testb"}, "columns", -1, "iob1"),
+    # UD English EWT part-of-speech tags (UPOS).
+    "pos": TaggingDataset(UD_EWT_FILES, "conllu", 3, "tags"),
+}
 
 
 class TaggingTask(Task):
     head_kind = "token"
 
-    def __init__(self, name: str, files: dict[str, str], reader, span_metric: bool,
-                 epochs: int = 3):
+    def __init__(self, name: str, dataset: TaggingDataset, epochs: int = 3):
         self.name = name
-        self.files = files
-        self.reader = reader
-        self.span_metric = span_metric
-        self.metric_names = ("f1", "precision", "recall") if span_metric else ("accuracy",)
+        self.dataset = dataset
+        self.span_metric = dataset.spans
+        self.metric_names = ("f1", "precision", "recall") if self.span_metric else ("accuracy",)
         self.primary_metric = self.metric_names[0]
         self.default_epochs = epochs
         self.eval_splits = {"dev": "dev"}
         self.labels = []
 
     def read(self, data_dir: str | Path, split: str) -> list[Example]:
-        if split not in self.files:
-            raise ElectraError(f"{self.name}: no split {split!r}")
-        d = Path(data_dir)
-        for name in self.files[split].split("|"):  # alternatives, first that exists
-            if (d / name).is_file():
-                examples = self.reader(d / name)
-                break
-        else:
-            raise ElectraError(f"{d}: no {self.files[split].replace('|', ' or ')} for the "
-                               f"{split} split of {self.name}")
+        examples = self.dataset.read_examples(self.dataset.find(data_dir, split, self.name))
         if split == "train" and not self.labels:
             self.labels = sorted({t for ex in examples for t in ex.tags})
         return examples
@@ -114,23 +146,3 @@ class TaggingTask(Task):
         flat_g = [t for sent in golds for t in sent]
         return {"accuracy": M.accuracy(flat_p, flat_g)}
 
-
-def chunking() -> TaggingTask:
-    # CoNLL-2000 has no dev set; its test file is the evaluation split.
-    return TaggingTask("chunk", {"train": "train.txt", "dev": "dev.txt|test.txt",
-                                 "test": "test.txt"},
-                       lambda p: read_conll(p, 2), span_metric=True)
-
-
-def ner() -> TaggingTask:
-    # CoNLL-2003 (IOB1 or IOB2 input; IOB2 for training and scoring).
-    return TaggingTask("ner", {"train": "train.txt|eng.train",
-                               "dev": "valid.txt|dev.txt|testa.txt|eng.testa",
-                               "test": "test.txt|testb.txt|eng.testb"},
-                       lambda p: read_conll(p, -1, iob1_to_iob2=True), span_metric=True)
-
-
-def pos() -> TaggingTask:
-    files = {split: "|".join(f"en_ewt-ud-{split}.conllu{gz}" for gz in (".gz", "")) +
-             f"|{split}.conllu|{split}.conllu.gz" for split in ("train", "dev", "test")}
-    return TaggingTask("pos", files, read_conllu, span_metric=False)
