@@ -43,8 +43,10 @@ from pathlib import Path
 
 import torch
 
+from electra.cvt.config import CVTConfig
 from electra.cvt.run import TrainSettings, run_train
 from electra.errors import ElectraError
+from electra.settings import overrides as settings_overrides
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt",
@@ -74,8 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "share one GPU)")
     p.add_argument("--data", action="append", default=[], metavar="TASK=DIR",
                    help="another data directory for a task (default: ../shared/data)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="CVT config override for every run (e.g. lstm1=512)")
+    p.add_argument("--set", action="append", default=[], metavar="cvt.KEY=VALUE",
+                   help="CVT config override for every run, as `electra cvt` takes it (e.g. "
+                   "cvt.lstm1=512)")
     p.add_argument("--word-vectors", type=Path, help="initial word vectors for every run "
                    "(`electra cvt-vectors`; default: random, as in runs without GloVe)")
     args = p.parse_args(argv)
@@ -83,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for item in args.data:
         task, _, path = item.partition("=")
         args.dirs[task] = Path(path)
-    args.overrides = {k: json.loads(v) for k, _, v in (x.partition("=") for x in args.set)}
+    args.overrides = settings_overrides(None, args.set, "cvt", CVTConfig())
     try:
         args.stages = sorted({int(s) for s in args.steps.split(",") if s})
     except ValueError:

@@ -75,7 +75,7 @@ queue_paper() {
   cvt w2v-1000 --tasks chunk,pos,dep --sizes 1000 --steps $S1 $grid \
     --word-vectors $B/reuters-w2v-100.txt & a=$!
   abl() { for x in "$@"; do cvt abl-${x/=/-} --tasks chunk --sizes 1000 --seeds 0,1,2 \
-    --methods cvt --steps $S1 --jobs 3 --set $x; done; }
+    --methods cvt --steps $S1 --jobs 3 --set cvt.$x; done; }
   abl cvt_weight=0.5 full_view_aux=false keep_unlabeled=1.0 keep_unlabeled=0.5 ema_decay=0.0 & b=$!
   wait $a $b
   cvt base-1000 --tasks chunk,pos,dep --sizes 1000 --seeds 0,1,2 --methods supervised,cvt \

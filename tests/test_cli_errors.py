@@ -128,7 +128,7 @@ BAD_CONFIGS = {
     "batch not divisible by accumulation": (["--batch-size", "8", "--grad-accum", "3"],
                                             "divisible by train.grad_accum"),
     "unknown --set key": (["--set", "model.hiden_size=32"], "unknown key 'hiden_size'"),
-    "unknown --set section": (["--set", "modle.hidden_size=32"], "unknown key 'modle'"),
+    "unknown --set section": (["--set", "modle.hidden_size=32"], "unknown section 'modle'"),
     "--set without a value": (["--set", "model.hidden_size"], "SECTION.KEY=VALUE"),
     "wrong type": (["--set", "train.steps=many"], "expected int"),
     "heads do not divide hidden": (["--set", "model.num_attention_heads=3"],

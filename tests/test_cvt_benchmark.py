@@ -27,7 +27,7 @@ def test_benchmark_caches_runs_and_summarises(tmp_path, monkeypatch, capsys):
     argv = ["--work", str(tmp_path / "work"), "--tasks", "chunk,dep", "--sizes", "full,10",
             "--seeds", "0,1", "--steps", "2", "--jobs", "1", "--unlabeled", str(raw), "--data",
             f"chunk={chunk}", "--data", f"dep={ud}",
-            *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]]
+            *[a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]]
     summary = bench.main(argv)
     runs = sorted((tmp_path / "work" / "results").glob("*.json"))
     assert len(runs) == 2 * 2 * (2 * 2 + 1)  # sizes x seeds x (tasks x methods + multitask)
@@ -81,7 +81,7 @@ def test_stages_continue_and_end_where_a_run_of_that_length_ends(tmp_path):
         return ["--work", str(tmp_path / work), "--tasks", "chunk", "--sizes", "full",
                 "--seeds", "0", "--methods", "supervised,cvt", "--steps", steps, "--jobs", "1",
                 "--unlabeled", str(raw), "--data", f"chunk={chunk}",
-                *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]]
+                *[a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]]
 
     staged = bench.main(argv("staged", "2,4"))
     direct = bench.main(argv("direct", "4"))
@@ -104,7 +104,7 @@ def test_resuming_a_run_that_is_past_the_steps_asked_for_is_an_error(tmp_path):
     raw = write_unlabeled(tmp_path / "raw.txt")
     base = ["--work", str(tmp_path / "w"), "--tasks", "chunk", "--sizes", "full", "--seeds",
             "0", "--methods", "supervised", "--jobs", "1", "--unlabeled", str(raw), "--data",
-            f"chunk={chunk}", *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]]
+            f"chunk={chunk}", *[a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]]
     bench.main([*base, "--steps", "4"])
     with pytest.raises(ElectraError, match="already at step 4, past the 2 steps"):
         bench.main([*base, "--steps", "2"])

@@ -154,7 +154,7 @@ def test_multitask_cvt_trains_every_task_section_4_1_2(data, tmp_path):
 
 def test_cli_train_predict_and_errors(data, tmp_path, capsys):
     out = tmp_path / "cli"
-    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    sets = [a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]
     assert main(["cvt", "--tasks", "dep", "--data", str(data["ud"]), "--no-cvt", "--out",
                  str(out), "--steps", "3", *sets]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -205,7 +205,7 @@ def test_word_vectors_of_the_wrong_width_fail_before_out_is_written(data, tmp_pa
     with pytest.raises(ElectraError) as err:
         run_train(_settings(data, out, steps=1, word_vectors=str(vec), cvt=False))
     assert str(err.value) == (f"{vec}: the vectors have 3 dimensions, the model's word "
-                              f"embeddings {TINY['word_dim']} (give --set word_dim=3)")
+                              f"embeddings {TINY['word_dim']} (give --set cvt.word_dim=3)")
     assert not out.exists()
 
 
@@ -237,7 +237,7 @@ def test_ner_from_conll2003_files_and_predict_on_bare_words(tmp_path, capsys):
     (d / "eng.train").write_text("\n".join(sent * 3) + "\n")
     (d / "eng.testa").write_text("\n".join(sent) + "\n")
     out = tmp_path / "out"
-    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    sets = [a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]
     assert main(["cvt", "--tasks", "ner", "--data", str(d), "--no-cvt", "--out", str(out),
                  "--epochs", "2", *sets, "--quiet"]) == 0
     res = json.loads((out / "results.json").read_text())
@@ -354,7 +354,7 @@ def test_sigterm_checkpoints_the_step_and_resume_is_exact(data, tmp_path, monkey
     out = tmp_path / "split"
     argv = ["cvt", "--tasks", "chunk", "--data", str(data["chunk"]), "--unlabeled",
             str(data["unlabeled"]), "--out", str(out), "--steps", "4", "--seed", "3",
-            *(a for k, v in TINY.items() for a in ("--set", f"{k}={v}")), "--quiet"]
+            *(a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")), "--quiet"]
     before = signal.getsignal(signal.SIGTERM)
     with monkeypatch.context() as mp:
         mp.setattr(cvt_train, "labeled_loss", labeled_loss)

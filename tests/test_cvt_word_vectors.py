@@ -93,7 +93,7 @@ def test_the_cvt_benchmark_starts_every_run_from_the_vectors(tmp_path):
     bench.main(["--work", str(tmp_path / "w"), "--tasks", "chunk", "--sizes", "full", "--seeds",
                 "0", "--methods", "supervised,cvt", "--jobs", "1", "--steps", "2",
                 "--unlabeled", str(raw), "--data", f"chunk={chunk}", "--word-vectors",
-                str(vectors), *[a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]])
+                str(vectors), *[a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]])
     for run in ("chunk-full-supervised-s0", "chunk-full-cvt-s0"):
         results = json.loads((tmp_path / "w" / "runs" / run / "results.json").read_text())
         assert results["word_vectors"]["file"] == str(vectors)

@@ -136,7 +136,7 @@ def test_new_tagging_dataset_is_one_record_for_finetuning_and_cvt(monkeypatch, t
     assert res["task"] == "wnut17" and res["num_eval_examples"] == {"dev": 12}
     assert 0.0 <= res["median"]["f1"] <= 1.0
 
-    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    sets = [a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]
     assert main(["cvt", "--tasks", "wnut17", "--data", str(data), "--no-cvt",
                  "--out", str(tmp_path / "cvt"), "--epochs", "1", *sets, "--quiet"]) == 0
     scores = json.loads((tmp_path / "cvt" / "results.json").read_text())["scores"]["wnut17"]

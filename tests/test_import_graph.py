@@ -224,7 +224,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "electra", "electra.errors", "electra.fileutil", "electra.device",
         "electra.model_config", "electra.presets", "electra.config", "electra.tokenizer",
-        "electra.tagschemes", "electra.flops", "electra.cli_support"})),
+        "electra.tagschemes", "electra.flops", "electra.cli_support", "electra.settings"})),
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),

@@ -299,16 +299,3 @@ def merge(cfg: Any, overrides: dict[str, Any], where: str = "config") -> None:
             merge(current, value, where=f"{where}.{key}")
         else:
             setattr(cfg, key, _check_type(value, hints[key], f"{where}.{key}"))
-
-
-def set_dotted(cfg: Any, dotted: str, raw: str) -> None:
-    """Apply a `--set section.key=value` override; the value is parsed as JSON when it can be."""
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    *parents, last = dotted.split(".")
-    nested: dict[str, Any] = {last: value}
-    for parent in reversed(parents):
-        nested = {parent: nested}
-    merge(cfg, nested, where="--set")

@@ -10,27 +10,18 @@ import sys
 from electra.cli_support import LazyHelpStore
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError
-
-
-def _set_overrides(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ElectraError(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
+from electra.settings import add_settings_flags
 
 
 def _run_train(args) -> None:
+    from electra.cvt.config import CVTConfig
     from electra.cvt.run import TrainSettings, run_train
+    from electra.settings import overrides
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     s = TrainSettings(tasks=tasks, data=args.data, out=args.out, preset=args.preset,
-                      overrides=_set_overrides(args.set), unlabeled=args.unlabeled or [],
+                      overrides=overrides(args.config, args.set, "cvt", CVTConfig()),
+                      unlabeled=args.unlabeled or [],
                       max_unlabeled=args.max_unlabeled, text_field=args.text_field,
                       steps=args.steps, epochs=args.epochs, cvt=not args.no_cvt, seed=args.seed,
                       train_sentences=args.train_sentences, word_vectors=args.word_vectors,
@@ -101,8 +92,7 @@ def add_parsers(sub) -> None:
                    "training sentences per task")
     p.add_argument("--word-vectors", help="GloVe/word2vec text file to initialise word "
                    "embeddings (default: random)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any CVT config field, e.g. --set lstm1=512")
+    add_settings_flags(p, ("cvt",), "cvt.lstm1=512")
     p.add_argument("--save-every", type=int, default=500, help="steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],

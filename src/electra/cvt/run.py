@@ -28,6 +28,7 @@ from electra.cvt.vocab import (
 from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
+from electra.settings import write_settings
 
 
 def data_dirs(tasks: Sequence[str], data: Sequence[str]) -> dict[str, Path]:
@@ -118,6 +119,7 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
                             cfg.max_vocab, vectors[0] if vectors else ())
         out.mkdir(parents=True, exist_ok=True)
         run_file.write_text(json.dumps(settings, indent=2) + "\n")
+        write_settings(out, {"cvt": cfg})
         (out / "vocab.json").write_text(json.dumps(vocab.to_json()) + "\n")
     torch.manual_seed(s.seed)
     model = CVTModel(cfg, vocab, tasks)

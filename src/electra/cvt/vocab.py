@@ -130,7 +130,7 @@ def check_vector_dim(source: str | Path, vectors: torch.Tensor, word_dim: int) -
     """The vectors must be as wide as the model's word embeddings (`word_dim`)."""
     if vectors.shape[1] != word_dim:
         raise ElectraError(f"{source}: the vectors have {vectors.shape[1]} dimensions, the "
-                           f"model's word embeddings {word_dim} (give --set "
+                           f"model's word embeddings {word_dim} (give --set cvt."
                            f"word_dim={vectors.shape[1]})")
 
 

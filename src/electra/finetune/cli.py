@@ -8,7 +8,9 @@ import json
 
 from electra.cli_support import LazyHelpStore, per_size, show_progress
 from electra.presets import SIZES, finetune_defaults
+from electra.settings import add_settings_flags
 
+SECTIONS = ("finetune",)  # --config / --set sections: FinetuneSettings
 GLUE_SUITE = "glue"  # --task glue: every GLUE task (or --glue-tasks), and the GLUE score
 
 
@@ -49,15 +51,15 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--max-seq-len", type=int, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
-    p.add_argument("--eval-batch-size", type=int, default=128)
+    p.add_argument("--eval-batch-size", type=int, help="default 128")
     p.add_argument("--max-eval-examples", type=int, help="score only the first K dev examples")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
     if not train:
         return
-    p.add_argument("--seeds", type=int, default=1, help="fine-tunings from the same checkpoint; "
+    p.add_argument("--seeds", type=int, help="fine-tunings from the same checkpoint; "
                    "results report their median (default 1; the papers use 10)")
-    p.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
+    p.add_argument("--seed", type=int, help="first seed (default 1)")
     p.add_argument("--epochs", type=float, help="default: 10 for RTE and STS-B, 2 for SQuAD, "
                    "3 otherwise")
     p.add_argument("--max-train-examples", type=int, help="train on the first K examples")
@@ -65,17 +67,17 @@ def _add_finetune_flags(p, train: bool) -> None:
                    help=f"default by size: {per_size(finetune_defaults, 0)} (Table 5.2)")
     p.add_argument("--layerwise-decay", type=float,
                    help=f"default by size: {per_size(finetune_defaults, 1)}")
-    p.add_argument("--lr-decay-style", default="dissertation",
-                   choices=["dissertation", "official"],
-                   help="layer depths as the dissertation defines them (head = layer 0) or as "
-                   "the official code (an extra pooler slot); see electra.finetune.optim")
+    p.add_argument("--lr-decay-style", choices=["dissertation", "official"],
+                   help="layer depths as the dissertation defines them (head = layer 0; the "
+                   "default) or as the official code (an extra pooler slot); see "
+                   "electra.finetune.optim")
     p.add_argument("--size", choices=SIZES,
                    help="model size for the defaults (default: from the hidden size)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, help="default 32")
     p.add_argument("--no-length-sort", action="store_true", help="training batches in plain "
                    "random order (default: grouped by length, less padding)")
-    p.add_argument("--warmup-fraction", type=float, default=0.1)
-    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--warmup-fraction", type=float, help="default 0.1")
+    p.add_argument("--weight-decay", type=float, help="default 0.0")
     p.add_argument("--save-all-seeds", action="store_true",
                    help="keep every seed's model (default: only the best, OUT/model)")
     p.add_argument("--glue-tasks", help="with --task glue: comma-separated subset")
@@ -87,27 +89,35 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--doc-stride", type=int, help="SQuAD: tokens between windows (default 128)")
     p.add_argument("--max-query-len", type=int,
                    help="SQuAD: question tokens kept (default 64)")
-    p.add_argument("--log-every", type=int, default=10,
+    p.add_argument("--log-every", type=int,
                    help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    "files under OUT/tensorboard/seed<k>/ (needs: pip install 'electra[plot]')")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_settings_flags(p, SECTIONS, "finetune.warmup_fraction=0.06")
 
 
 def _finetune_settings(args, train: bool):
+    """The run's `FinetuneSettings`: defaults, then (`finetune` only) --config, the flags
+    given, then --set (`electra.settings`)."""
     from electra.finetune.loop import FinetuneSettings
+    from electra.settings import apply_flags, resolve
 
-    s = FinetuneSettings(eval_batch_size=args.eval_batch_size, bf16=args.bf16,
-                         device=args.device, max_eval_examples=args.max_eval_examples)
-    if args.max_seq_len is not None:
-        s.max_seq_len = args.max_seq_len
-    if train:
-        for name in ("seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
-                     "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay",
-                     "save_all_seeds", "log_every", "tensorboard"):
-            setattr(s, name, getattr(args, name))
-        s.length_sorted = not args.no_length_sort
-    return s
+    settings = FinetuneSettings()
+    flags = {name: getattr(args, name) for name in ("eval_batch_size", "device",
+                                                     "max_eval_examples", "max_seq_len")}
+    flags["bf16"] = args.bf16 or None
+    if not train:
+        apply_flags({"finetune": settings}, {"finetune": flags})
+        return settings
+    flags.update({name: getattr(args, name) for name in (
+        "seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
+        "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay", "log_every")})
+    flags.update(save_all_seeds=args.save_all_seeds or None,
+                 tensorboard=args.tensorboard or None,
+                 length_sorted=False if args.no_length_sort else None)
+    resolve({"finetune": settings}, args.config, {"finetune": flags}, args.set)
+    return settings
 
 
 def _user_options(args) -> dict:

@@ -35,6 +35,7 @@ from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.presets import SIZES, finetune_defaults, infer_size
 from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
 from electra.runtime.skeleton import LogWindow, StepLoop, Update, batches_forever
+from electra.settings import write_settings
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tokenizer import special_token_ids
@@ -428,8 +429,9 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     if not settings.bf16 and (note := bf16_note(device)):  # nothing is refused after this
         print(note, file=sys.stderr)
 
-    resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
-                "epochs": epochs, "size": size, **(extra_info or {})}
+    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
+    write_settings(out, {"finetune": used})
+    resolved = {**dataclasses.asdict(used), **(extra_info or {})}
     key = primary_key(task)
 
     def evaluate(model, seed: int) -> SeedScores:

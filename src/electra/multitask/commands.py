@@ -10,6 +10,9 @@ from pathlib import Path
 from electra.cli_support import per_size
 from electra.errors import ElectraError
 from electra.presets import SIZES, multitask_defaults
+from electra.settings import add_settings_flags
+
+SECTIONS = ("multitask",)  # --config / --set sections: MultitaskSettings
 
 
 def add_parsers(sub) -> None:
@@ -30,15 +33,15 @@ def add_parsers(sub) -> None:
                    "multi-multi, single-multi, single-multi-single-multi, ... (default multi)")
     p.add_argument("--teachers", help="comma-separated fine-tuned model directories the first "
                    "stage distils from, matched to tasks by the task each recorded")
-    p.add_argument("--teacher-annealing", default="on", help="on: lambda linear 0 -> 1 "
+    p.add_argument("--teacher-annealing", help="on: lambda linear 0 -> 1 "
                    "(default); off: lambda = 0 (pure distillation); or a fixed lambda")
     p.add_argument("--no-task-sampling", action="store_true", help="every example once per "
                    "epoch, shuffled together (default: sample tasks proportional to |D|^0.75)")
-    p.add_argument("--sampling-exponent", type=float, default=0.75)
-    p.add_argument("--seeds", type=int, default=1)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--epochs", type=float, default=6.0, help="multi-task epochs (default 6)")
-    p.add_argument("--batch-size", type=int, default=128, help="multi-task batch (default 128)")
+    p.add_argument("--sampling-exponent", type=float, help="default 0.75")
+    p.add_argument("--seeds", type=int, help="default 1")
+    p.add_argument("--seed", type=int, help="first seed (default 1)")
+    p.add_argument("--epochs", type=float, help="multi-task epochs (default 6)")
+    p.add_argument("--batch-size", type=int, help="multi-task batch (default 128)")
     p.add_argument("--lr", type=float, help=f"multi-task lr; default by size: "
                    f"{per_size(multitask_defaults, 0)}")
     p.add_argument("--layerwise-decay", type=float, help=f"multi-task layer-wise LR decay; "
@@ -50,17 +53,18 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-train-examples", type=int, help="the first K examples of each task")
     p.add_argument("--max-eval-examples", type=int)
     p.add_argument("--max-seq-len", type=int)
-    p.add_argument("--eval-batch-size", type=int, default=128)
+    p.add_argument("--eval-batch-size", type=int, help="default 128")
     p.add_argument("--length-sort", action="store_true", help="group training batches by "
                    "length (faster; but tasks with long inputs then get batches of their own)")
     p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
                    "multitask output directories (paired bootstrap, Holm-Bonferroni)")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--bf16", action="store_true")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
     p.add_argument("--save-all-seeds", action="store_true")
-    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--log-every", type=int, help="default 10")
     p.add_argument("--quiet", action="store_true")
+    add_settings_flags(p, SECTIONS, "multitask.sampling_exponent=1.0")
     p.set_defaults(func=run_command)
 
 
@@ -79,16 +83,17 @@ def parse_compare(text: str | None) -> dict[str, Path]:
 def run_command(args) -> None:
     from electra.multitask.strategies import SingleOverrides, load_task_results, run_strategy
     from electra.multitask.train import MultitaskSettings
+    from electra.settings import resolve
 
-    settings = MultitaskSettings(
-        seeds=args.seeds, seed=args.seed, epochs=args.epochs, batch_size=args.batch_size,
-        lr=args.lr, layerwise_decay=args.layerwise_decay, size=args.size,
-        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-        max_seq_len=args.max_seq_len, eval_batch_size=args.eval_batch_size,
-        length_sorted=args.length_sort, bf16=args.bf16, device=args.device,
-        save_all_seeds=args.save_all_seeds, log_every=args.log_every,
-        task_sampling=not args.no_task_sampling, sampling_exponent=args.sampling_exponent,
-        teacher_annealing=args.teacher_annealing)
+    settings = MultitaskSettings()
+    flags = {name: getattr(args, name) for name in (
+        "seeds", "seed", "epochs", "batch_size", "lr", "layerwise_decay", "size",
+        "max_train_examples", "max_eval_examples", "max_seq_len", "eval_batch_size", "device",
+        "log_every", "sampling_exponent", "teacher_annealing")}
+    flags.update(length_sorted=args.length_sort or None, bf16=args.bf16 or None,
+                 save_all_seeds=args.save_all_seeds or None,
+                 task_sampling=False if args.no_task_sampling else None)
+    resolve({"multitask": settings}, args.config, {"multitask": flags}, args.set)
     baselines = {name: load_task_results(d) for name, d in parse_compare(args.compare).items()}
     teachers = [t for t in (args.teachers or "").split(",") if t]
     single = SingleOverrides(lr=args.single_lr, epochs=args.single_epochs,

@@ -46,6 +46,7 @@ from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
 from electra.presets import multitask_defaults
+from electra.settings import write_settings
 from electra.tasks import Task
 from electra.tasks.base import Example
 from electra.tasks.glue import GlueTask, glue_name, task_summary
@@ -163,9 +164,10 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pad_id = special_token_ids(tokenizer)["pad"]
-    resolved = {**dataclasses.asdict(settings), "lr": lr, "layerwise_decay": decay,
-                "size": size, "tasks": list(tasks), "annealing": annealing.describe(),
-                **(extra_info or {})}
+    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, size=size)
+    write_settings(out, {"multitask": used})
+    resolved = {**dataclasses.asdict(used), "tasks": list(tasks),
+                "annealing": annealing.describe(), **(extra_info or {})}
     teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
 
     def make_model(enc: torch.nn.Module) -> MultitaskModel:

@@ -10,8 +10,10 @@ from pathlib import Path
 from electra.cli_support import show_progress
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
 from electra.errors import EXIT_PREEMPTED, ElectraError
+from electra.settings import set_help
 
 PRESET_NAMES = tuple(PRESETS)
+SECTIONS = ("model", "objective", "train")  # --config / --set sections: PretrainConfig's
 
 
 def add_parsers(sub) -> None:
@@ -47,8 +49,9 @@ def _add_pretrain(sub) -> None:
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
     p.add_argument("--data", required=True, help="directory written by `electra prepare`")
     p.add_argument("--out", required=True)
-    p.add_argument("--config", help="JSON file with config overrides (same shape as "
-                   "OUT/config.json's `config`)")
+    p.add_argument("--config", metavar="FILE", help="JSON settings file: an object of "
+                   "sections (model, objective, train) and optionally the preset, the shape of "
+                   "OUT/config.json's `config`; flags and --set override it")
     p.add_argument("--steps", type=int)
     p.add_argument("--batch-size", type=int, help="examples per optimizer step, all processes")
     p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
@@ -78,7 +81,7 @@ def _add_pretrain(sub) -> None:
                         "default: 4 per run, 0: none; needs a held-out split)")
     p.add_argument("--save-every", type=int)
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="any config field, e.g. --set objective.disc_weight=50")
+                   help=set_help(SECTIONS, "objective.disc_weight=50"))
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
@@ -89,7 +92,8 @@ def _add_pretrain(sub) -> None:
 
 def build_pretrain_config(args):
     """The run's configuration and, with --init-from, its starting point (else None)."""
-    from electra.config import PretrainConfig, merge, set_dotted
+    from electra.config import PretrainConfig, merge
+    from electra.settings import apply_sets
 
     source = None
     preset = args.preset or "tiny"
@@ -119,11 +123,7 @@ def build_pretrain_config(args):
         cfg.train.compile = True
     if args.compile_step:
         cfg.train.compile_step = True
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ElectraError(f"--set {item!r}: expected SECTION.KEY=VALUE")
-        set_dotted(cfg, key, value)
+    apply_sets({"model": cfg.model, "objective": cfg.objective, "train": cfg.train}, args.set)
     if source is not None:
         from electra.pretrain.init_from import adopt_checkpoint, explicit_model_fields
 
