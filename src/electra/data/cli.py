@@ -10,6 +10,11 @@ from electra.cli_support import LazyNames, show_progress
 from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
 from electra.errors import ElectraError
 
+CORPUS_HELP = ("files or directories: plain text, JSON lines (.jsonl/.json), either .gz or .zst; "
+               "Parquet (.parquet); a `datasets` save_to_disk folder (Parquet, Arrow and zstd "
+               "need: pip install 'electra[corpora]')")
+TEXT_FIELD_HELP = "the JSON lines field or Parquet/Arrow column holding the text (default: text)"
+
 
 def add_parsers(sub) -> None:
     for add in (_add_vocab, _add_prepare):
@@ -24,7 +29,7 @@ def _add_vocab(sub) -> None:
                        "or byte-level BPE (<s> <pad> </s> <unk> <mask>, as RoBERTa). Writes "
                        "tokenizer.json (plus vocab.txt for WordPiece) and the tokenizer config "
                        "naming the special tokens (loadable by transformers.AutoTokenizer).")
-    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+    p.add_argument("--corpus", nargs="+", help=CORPUS_HELP)
     p.add_argument("--kind", choices=LazyNames(_vocab_kinds), metavar="KIND",
                    default="wordpiece", help="the subword model: %(choices)s (default: "
                    "%(default)s)")
@@ -33,7 +38,7 @@ def _add_vocab(sub) -> None:
     p.add_argument("--from-vocab", help="use this existing WordPiece vocab.txt instead of "
                    "training")
     p.add_argument("--cased", action="store_true", help="keep case (and, for WordPiece, accents)")
-    p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
+    p.add_argument("--text-field", default="text", help=TEXT_FIELD_HELP)
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.set_defaults(func=_run_vocab)
 
@@ -65,12 +70,13 @@ def _run_vocab(args) -> None:
 def _add_prepare(sub) -> None:
     p = sub.add_parser("prepare", help="tokenize and pack a corpus into training shards",
                        description="Stream a corpus (plain text with blank lines between "
-                       "documents, or JSON lines; .gz and directories ok), tokenize it, pack "
-                       "sentences into [CLS] A [SEP] B [SEP] examples as the official ELECTRA "
-                       "data builder does, and write token shards plus manifest.json. The "
-                       "output is the same whatever --workers. With --verify DIR, check a "
-                       "prepared directory's shards against its manifest instead.")
-    p.add_argument("--corpus", nargs="+", help="text/JSONL files (.gz ok) or directories")
+                       "documents, JSON lines, Parquet or a `datasets` save_to_disk folder; .gz, "
+                       ".zst and directories ok), tokenize it, pack sentences into [CLS] A "
+                       "[SEP] B [SEP] examples as the official ELECTRA data builder does, and "
+                       "write token shards plus manifest.json. The output is the same whatever "
+                       "--workers. With --verify DIR, check a prepared directory's shards "
+                       "against its manifest instead.")
+    p.add_argument("--corpus", nargs="+", help=CORPUS_HELP)
     p.add_argument("--tokenizer", help="a tokenizer directory: written by `electra vocab`, or "
                    "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json)")
     p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
@@ -81,7 +87,7 @@ def _add_prepare(sub) -> None:
                    f"{MIN_HELDOUT_CORPUS} or more, none below that; 0 = no held-out split)")
     p.add_argument("--max-heldout-documents", type=int, default=MAX_HELDOUT_DOCUMENTS,
                    help="cap on held-out documents (default %(default)s)")
-    p.add_argument("--text-field", default="text")
+    p.add_argument("--text-field", default="text", help=TEXT_FIELD_HELP)
     p.add_argument("--seed", type=int, default=12345,
                    help="chooses the held-out documents and each document's packing draws")
     p.add_argument("--workers", type=int, default=None,

@@ -1,7 +1,8 @@
 """Streaming corpus readers: text files become documents, documents become sentences.
 
-Every reader works line by line on the raw bytes so that a corpus far larger than memory can be
-read, and so that an error can name the exact file and line where it starts.
+Every reader streams (text and JSON lines line by line, Parquet and Arrow record batch by record
+batch, `electra.data.formats`) so that a corpus far larger than memory can be read, and so that
+an error can name the exact file and line (or row) where it starts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from electra.data.formats import (
+    DATASET_DICT,
+    ZstdStream,
+    arrow_dataset_files,
+    check_arrow_folder,
+    is_arrow_dataset,
+    is_parquet,
+    is_zstd,
+    read_arrow_file,
+    read_parquet,
+)
 from electra.errors import ElectraError
 
 JSONL_SUFFIXES = (".jsonl", ".json")
@@ -35,15 +47,16 @@ def iter_documents(paths: Sequence[str | Path], text_field: str = "text") -> Ite
     directories recursively sorted by path).
 
     Plain text: blank lines separate documents, non-blank lines are paragraphs.
-    JSON lines (.jsonl/.json, optionally .gz): one object per line, text in `text_field`.
+    JSON lines (.jsonl/.json): one object per line, text in `text_field`.
+    Either may be compressed (.gz, .zst). Parquet files (.parquet) and `datasets` save_to_disk
+    folders: one document per row, text in the column `text_field`.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     files = corpus_files(paths)
     count = 0
     for file in files:
-        docs = _read_jsonl(file, text_field) if _is_jsonl(file) else _read_plain(file)
-        for doc in docs:
+        for doc in _read(file, text_field):
             count += 1
             yield doc
     if count == 0:
@@ -60,7 +73,9 @@ def corpus_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if is_arrow_dataset(path):
+            files.append(path)
+        elif path.is_dir():
             files.extend(_walk(path))
         elif path.is_file():
             files.append(path)
@@ -70,25 +85,54 @@ def corpus_files(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def _walk(root: Path) -> list[Path]:
-    """All non-hidden files under root, sorted by path so the order is reproducible."""
+    """All non-hidden files under root, sorted by path so the order is reproducible; a
+    `datasets` folder inside counts as one entry (its Arrow files are read in its own order)."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
+        if is_arrow_dataset(Path(dirpath)):
+            found.append(Path(dirpath))
+            dirnames[:] = []
+            continue
+        if DATASET_DICT in filenames or any(f.endswith(".arrow") for f in filenames):
+            check_arrow_folder(Path(dirpath))
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         found.extend(Path(dirpath, f) for f in filenames if not f.startswith("."))
     return sorted(found, key=lambda p: p.relative_to(root).parts)
 
 
+def _read(file: Path, text_field: str) -> Iterator[Document]:
+    if file.is_dir():  # a `datasets` folder
+        for arrow in arrow_dataset_files(file):
+            yield from _rows(arrow, read_arrow_file(arrow, text_field))
+    elif is_parquet(file):
+        yield from _rows(file, read_parquet(file, text_field))
+    elif _is_jsonl(file):
+        yield from _read_jsonl(file, text_field)
+    else:
+        yield from _read_plain(file)
+
+
+def _rows(file: Path, rows: Iterator[tuple[int, str]]) -> Iterator[Document]:
+    """One document per row with text; `line` is the row (1-based)."""
+    for row, text in rows:
+        text = text.strip()
+        if text:
+            yield Document(str(file), row, text)
+
+
 def _is_jsonl(path: Path) -> bool:
     name = path.name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    for compressed in (".gz", ".zst"):
+        name = name.removesuffix(compressed)
     return name.endswith(JSONL_SUFFIXES)
 
 
 def _open(path: Path) -> BinaryIO:
-    """Open for streaming binary reading; gzip is decompressed on the fly."""
+    """Open for streaming binary reading; gzip and zstd are decompressed on the fly."""
     if path.name.lower().endswith(".gz"):
         return io.BufferedReader(gzip.open(path, "rb"))  # type: ignore[arg-type]
+    if is_zstd(path):
+        return io.BufferedReader(ZstdStream(path))
     return open(path, "rb")
 
 
@@ -108,7 +152,7 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 if lineno == 1 and line.startswith("\ufeff"):
                     line = line[1:]
                 yield lineno, line.rstrip("\r\n")
-    except (OSError, EOFError) as err:  # includes gzip.BadGzipFile and truncated gzip
+    except (OSError, EOFError) as err:  # gzip.BadGzipFile, truncated gzip or zstd, bad zstd
         raise ElectraError(f"{source}:{lineno + 1}: cannot read file ({err})") from None
 
 
