@@ -418,7 +418,7 @@ def test_workers_read_a_bounded_number_of_chunks_ahead(vocab_dir: Path) -> None:
     def chunks():
         for i in range(40):
             pulled.append(i)
-            yield i, ["train"], [f"Document number {i}. It has two sentences."]
+            yield [i], ["train"], [f"Document number {i}. It has two sentences."]
 
     stream = prepare_module._pack_in_order(chunks(), vocab_dir, _packing(vocab_dir), workers=2)
     ahead = 2 * prepare_module.CHUNKS_PER_WORKER
@@ -436,14 +436,16 @@ def test_a_chunk_is_packed_per_document_whatever_its_neighbours(vocab_dir: Path)
     which is what lets workers pack chunks independently."""
     tokenizer, packing = WordCache(load_tokenizer(vocab_dir)), _packing(vocab_dir)
     texts = [f"Document {i} says something. " * (i + 3) for i in range(6)]
-    whole = prepare_module._pack_chunk((0, ["train"] * 6, texts), tokenizer, packing)["train"]
-    parts = [prepare_module._pack_chunk((i, ["train"], [texts[i]]), tokenizer, packing)["train"]
+    whole = prepare_module._pack_chunk((list(range(6)), ["train"] * 6, texts), tokenizer,
+                                       packing)["train"]
+    parts = [prepare_module._pack_chunk(([i], ["train"], [texts[i]]), tokenizer, packing)["train"]
              for i in range(6)]
     assert whole.documents == 6 and sum(p.documents for p in parts) == 6
     assert np.array_equal(whole.tokens, np.concatenate([p.tokens for p in parts]))
     assert np.array_equal(whole.lengths, np.concatenate([p.lengths for p in parts]))
     # the same texts at other corpus indices are packed with other draws
-    moved = prepare_module._pack_chunk((100, ["train"] * 6, texts), tokenizer, packing)["train"]
+    moved = prepare_module._pack_chunk((list(range(100, 106)), ["train"] * 6, texts), tokenizer,
+                                       packing)["train"]
     assert (whole.lengths.tolist(), whole.sep_index.tolist()) != (
         moved.lengths.tolist(), moved.sep_index.tolist())
 
@@ -457,7 +459,7 @@ def test_a_killed_worker_fails_the_run(vocab_dir: Path) -> None:
             if i == 8:
                 for child in multiprocessing.active_children():  # the pool's processes
                     child.kill()
-            yield i, ["train"], [f"Document number {i}. It has two sentences."]
+            yield [i], ["train"], [f"Document number {i}. It has two sentences."]
 
     with pytest.raises(ElectraError, match="worker process died"):
         list(prepare_module._pack_in_order(chunks(), vocab_dir, _packing(vocab_dir), workers=2))

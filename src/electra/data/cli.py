@@ -93,6 +93,15 @@ def _add_prepare(sub) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="tokenizing and packing processes (default: the available cores; 1 = "
                    "in this process)")
+    p.add_argument("--num-shards", type=int, default=1, metavar="N",
+                   help="prepare on N machines: this one prepares part --shard-index of N (the "
+                   "documents whose index is that modulo N; each machine reads the whole "
+                   "corpus and tokenizes its part); combine the parts with --merge")
+    p.add_argument("--shard-index", type=int, default=0, metavar="I",
+                   help="which part this machine prepares, 0 to N-1 (default 0)")
+    p.add_argument("--merge", nargs="+", metavar="PART", help="combine the N parts' directories "
+                   "into --out without tokenizing again (same examples as a one-machine "
+                   "prepare, grouped by part)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
                    "SHA-256) against its manifest and exit")
@@ -105,10 +114,18 @@ def _run_prepare(args) -> None:
 
         print(json.dumps(verify_data(args.verify)))
         return
+    if args.merge:
+        from electra.data.merge import merge_parts
+
+        if not args.out:
+            raise ElectraError("--merge: give --out")
+        manifest = merge_parts(args.merge, args.out, overwrite=args.overwrite)
+        print(json.dumps({"out": args.out, "splits": _split_sizes(manifest)}))
+        return
     missing = [flag for flag, value in (("--corpus", args.corpus), ("--tokenizer", args.tokenizer),
                                         ("--out", args.out)) if not value]
     if missing:
-        raise ElectraError(f"give {', '.join(missing)} (or --verify DIR)")
+        raise ElectraError(f"give {', '.join(missing)} (or --verify DIR, or --merge PART...)")
     from electra.data.prepare import prepare_corpus
 
     manifest = prepare_corpus(args.corpus, args.tokenizer, args.seq_len, args.out,
@@ -116,7 +133,11 @@ def _run_prepare(args) -> None:
                               heldout_fraction=args.heldout_fraction,
                               max_heldout_documents=args.max_heldout_documents,
                               overwrite=args.overwrite,
-                              show_progress=show_progress(), workers=args.workers)
-    splits = {name: {k: s[k] for k in ("num_examples", "num_tokens")}
-              for name, s in manifest["splits"].items()}
-    print(json.dumps({"out": args.out, "splits": splits}))
+                              show_progress=show_progress(), workers=args.workers,
+                              num_parts=args.num_shards, part_index=args.shard_index)
+    print(json.dumps({"out": args.out, "splits": _split_sizes(manifest)}))
+
+
+def _split_sizes(manifest: dict) -> dict:
+    return {name: {k: s[k] for k in ("num_examples", "num_tokens")}
+            for name, s in manifest["splits"].items()}

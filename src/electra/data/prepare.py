@@ -59,8 +59,8 @@ CHUNKS_PER_WORKER = 2
 
 TokenizedDoc = list[list[int]]
 """One document as the token ids of each of its sentences."""
-Chunk = tuple[int, list[str], list[str]]
-"""A run of documents: the corpus index of the first, each one's split, their texts."""
+Chunk = tuple[list[int], list[str], list[str]]
+"""A run of documents: each one's corpus index, split and text."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,8 @@ def prepare_corpus(
     show_progress: bool = True,
     overwrite: bool = False,
     workers: int | None = None,
+    num_parts: int = 1,
+    part_index: int = 0,
 ) -> dict[str, Any]:
     """Tokenize, pack and shard a corpus into `out_dir`; returns the manifest it wrote.
 
@@ -116,6 +118,10 @@ def prepare_corpus(
     split) go to the "heldout" split, evenly spread (`electra.data.split`).
     `workers` tokenizing processes (default: the available cores; 1 tokenizes in this process).
     The output does not depend on `workers` or `batch_docs`.
+    `num_parts` > 1 prepares part `part_index` of the corpus, for one of several machines: the
+    documents whose corpus index is `part_index` modulo `num_parts`, each held out or not and
+    packed exactly as a one-machine prepare would (both are decided by the corpus index), so
+    the parts combined (`electra.data.merge`) hold the same examples.
     """
     if not MIN_SEQ_LEN <= seq_len <= MAX_SEQ_LEN:
         raise ElectraError(f"seq_len must be in [{MIN_SEQ_LEN}, {MAX_SEQ_LEN}], got {seq_len}")
@@ -128,10 +134,13 @@ def prepare_corpus(
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise ElectraError(f"workers must be >= 1, got {workers}")
+    if num_parts < 1 or not 0 <= part_index < num_parts:
+        raise ElectraError(f"--shard-index must be in [0, --num-shards) and --num-shards >= 1, "
+                           f"got {part_index} of {num_parts}")
     if isinstance(corpus, (str, Path)):
         corpus = [corpus]
     out = Path(out_dir)
-    _check_out_dir(out, overwrite)
+    check_out_dir(out, overwrite)
     corpus_files(corpus)  # fail on a missing path before any work
     info = tokenizer_info(load_tokenizer(tokenizer_dir))  # refuses a tokenizer lacking a role
     specials = dict(info.special_ids)
@@ -144,9 +153,10 @@ def prepare_corpus(
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
         writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype) for name in splits}
         packing = Packing(seq_len, specials["cls"], specials["sep"], seed, np.dtype(dtype).name)
-        chunks = _chunks(split_documents(lambda: iter_documents(corpus, text_field=text_field),
-                                         seed, heldout_fraction, max_heldout_documents),
-                         batch_docs)
+        documents = split_documents(lambda: iter_documents(corpus, text_field=text_field),
+                                    seed, heldout_fraction, max_heldout_documents)
+        chunks = _chunks(((index, doc, heldout) for index, (doc, heldout) in enumerate(documents)
+                          if index % num_parts == part_index), batch_docs)
         packed = _pack_in_order(chunks, tokenizer_dir, packing, workers)
         with closing(packed), tqdm(desc="preparing", unit=" docs",
                                    disable=not show_progress) as progress:
@@ -158,7 +168,7 @@ def prepare_corpus(
             writer.close()
         if "heldout" in writers and writers["heldout"].num_documents == 0:
             del writers["heldout"]  # a corpus below MIN_HELDOUT_CORPUS documents
-        if writers["train"].num_examples == 0:
+        if writers["train"].num_examples == 0 and num_parts == 1:
             raise ElectraError(
                 f"corpus produced no training examples: {', '.join(map(str, corpus))}"
             )
@@ -186,6 +196,8 @@ def prepare_corpus(
             },
             "splits": {name: writer.summary() for name, writer in writers.items()},
         }
+        if num_parts > 1:
+            manifest["part"] = {"index": part_index, "count": num_parts}
         # The manifest is written last: its presence marks a complete data directory.
         with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
@@ -193,21 +205,22 @@ def prepare_corpus(
     return manifest
 
 
-def _chunks(docs: Iterator[tuple[Document, bool]], batch_docs: int) -> Iterator[Chunk]:
-    """Documents in chunks of bounded size, in corpus order."""
-    first = 0
+def _chunks(docs: Iterator[tuple[int, Document, bool]], batch_docs: int) -> Iterator[Chunk]:
+    """(corpus index, document, held out) in chunks of bounded size, in corpus order."""
+    indices: list[int] = []
     splits: list[str] = []
     texts: list[str] = []
     chars = 0
-    for index, (doc, heldout) in enumerate(docs):
+    for index, doc, heldout in docs:
+        indices.append(index)
         splits.append("heldout" if heldout else "train")
         texts.append(doc.text)
         chars += len(doc.text)
         if len(texts) >= batch_docs or chars >= MAX_BATCH_CHARS:
-            yield first, splits, texts
-            first, splits, texts, chars = index + 1, [], [], 0
+            yield indices, splits, texts
+            indices, splits, texts, chars = [], [], [], 0
     if texts:
-        yield first, splits, texts
+        yield indices, splits, texts
 
 
 def _pack_in_order(
@@ -282,14 +295,13 @@ def _pack_chunk(chunk: Chunk, words: WordCache | None = None,
     if words is None or packing is None:
         assert _WORKER is not None, "not in a pool worker: pass the word cache and packing"
         words, packing = _WORKER
-    first, splits, texts = chunk
+    indices, splits, texts = chunk
     examples: dict[str, list[list[int]]] = {}
     seps: dict[str, list[int]] = {}
     documents: dict[str, int] = {}
-    for offset, (split, sentences) in enumerate(zip(splits, _tokenize(texts, words),
-                                                    strict=True)):
+    for index, split, sentences in zip(indices, splits, _tokenize(texts, words), strict=True):
         packed = pack_document(sentences, packing.seq_len, packing.cls_id, packing.sep_id,
-                               document_seed(packing.seed, first + offset))
+                               document_seed(packing.seed, index))
         examples.setdefault(split, []).extend(ids for ids, _ in packed)
         seps.setdefault(split, []).extend(sep for _, sep in packed)
         documents[split] = documents.get(split, 0) + 1
@@ -310,7 +322,7 @@ def _tokenize(texts: list[str], words: WordCache) -> list[TokenizedDoc]:
     return [[next(ids) for _ in doc] for doc in docs]
 
 
-def _check_out_dir(out: Path, overwrite: bool) -> None:
+def check_out_dir(out: Path, overwrite: bool) -> None:
     if not out.exists():
         return
     if not out.is_dir():
