@@ -216,3 +216,14 @@ def test_a_missing_extra_is_one_line(monkeypatch, texts, tmp_path):
     monkeypatch.setattr(builtins, "__import__", no_pyarrow)
     with pytest.raises(ElectraError, match=r"needs pyarrow: pip install 'electra\[corpora\]'"):
         list(iter_documents([path]))
+
+
+@pytest.mark.slow  # ~10 s: two tiny corpora, each prepared from two formats in subprocesses
+def test_the_formats_benchmark_runs_and_finds_the_same_shards(tmp_path):
+    from benchmarks import corpus_formats
+
+    report = corpus_formats.main(["--quick", "--work", str(tmp_path), "--formats",
+                                  "jsonl,parquet", "--workers", "1"])
+    assert set(report["runs"]) == {"1mb/jsonl", "1mb/parquet", "2mb/jsonl", "2mb/parquet"}
+    assert report["same_shards_in_every_format"] == {1: True, 2: True}
+    assert all(r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 for r in report["runs"].values())
