@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of torch that lies on these machines' disk; a bare `torch` may pull CUDA.
 TORCH ?= torch==2.13.0
+# Test processes: each uses one thread (tests/conftest.py), so 2 fill a 2-core machine.
+JOBS ?= 2
 
 .PHONY: demo test test-fast lint bench clean
 
@@ -19,10 +21,10 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks experiments
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(JOBS)
 
 test-fast: $(BIN)/.installed
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n $(JOBS) -m "not slow"
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks.pretrain_throughput
