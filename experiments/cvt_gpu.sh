@@ -21,7 +21,8 @@
 # 0.36 per CVT step and 0.52 per multi-task step each, about 6.5 GB of GPU memory each
 # (2026-11-26); with expandable segments, 10 at once took 0.12 and 0.27 s, 2.5 GB each
 # (2026-11-27); eight at a time (`length`), 0.10-0.11 and 0.25-0.27 s. So `length` needs about
-# 16 minutes (4,000 CVT steps, faster once seed 2's runs end), longer than one GPU session allowed.
+# 16 minutes (4,000 CVT steps, faster once seed 2's runs end), longer than the GPU machine
+# was available.
 # A CPU dry run, with a python3 that has torch first on PATH:
 #   W=/tmp/dry DEV=cpu J=1 S1=4,8 S2=4,8 S3=4,8,12 SF=4 SL=4,8 SMOKE=3 ... 900 QUEUE
 set -u
