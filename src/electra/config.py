@@ -253,15 +253,21 @@ class PretrainConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> PretrainConfig:
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ElectraError(f"{path}: config file not found") from None
-        except json.JSONDecodeError as e:
-            raise ElectraError(f"{path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+        data = read_config_json(path)
         cfg = cls.from_preset(data.get("preset", "tiny")) if isinstance(data, dict) else cls()
         merge(cfg, data, where=str(path))
         return cfg
+
+
+def read_config_json(path: str | Path) -> Any:
+    """A settings file's JSON; a missing file or invalid JSON is an error naming the file (and
+    the line)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ElectraError(f"{path}: config file not found") from None
+    except json.JSONDecodeError as e:
+        raise ElectraError(f"{path}: line {e.lineno}: invalid JSON ({e.msg})") from None
 
 
 def _check_type(value: Any, annotation: Any, where: str) -> Any:

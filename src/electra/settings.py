@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from electra.config import merge
+from electra.config import merge, read_config_json
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 
@@ -48,12 +48,7 @@ def add_settings_flags(parser, sections: Sequence[str], example: str) -> None:
 
 def read_config_file(path: str | Path, sections: Sequence[str]) -> dict[str, dict]:
     """A `--config` file's sections; errors name the file (and the line of a JSON error)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ElectraError(f"{path}: config file not found") from None
-    except json.JSONDecodeError as e:
-        raise ElectraError(f"{path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+    data = read_config_json(path)
     if not isinstance(data, dict):
         raise ElectraError(f"{path}: expected a JSON object of sections ({', '.join(sections)})")
     unknown = [name for name in data if name not in sections]
