@@ -246,6 +246,7 @@ class PretrainConfig:
             model=p.model,
             objective=ObjectiveConfig(mask_prob=p.mask_prob,
                                       generator_multiplier=p.generator_multiplier,
+                                      generator_layers=p.generator_layers,
                                       disc_bias_init=p.disc_bias_init),
             train=TrainConfig(steps=p.electra_steps, batch_size=p.batch_size,
                               learning_rate=p.learning_rate, warmup_steps=p.warmup_steps),

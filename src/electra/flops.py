@@ -17,6 +17,13 @@ Two deliberate differences from the official script, both far below 0.1% of the 
 attention-output LayerNorm is charged 5 FLOPs per element (the script charges 5 per token), and
 the token-type embedding lookup uses `type_vocab_size` rows (the script hard-codes 2).
 
+The modern architecture (ModernBERT's, `electra.model.modern`) is counted by the same rules for
+what it computes instead: no biases (a LayerNorm without one costs 4 per element), rotary
+positions (3.5 per rotated element: two products, a sum and the negation of half of them, plus
+the cos/sin tables once per forward), windowed attention (only the query-key pairs within the
+window), GeGLU (the GELU on half of Wi's output, then a product with the other half), a final
+LayerNorm, and dropout only where its probability is above zero (ModernBERT trains without).
+
 This module holds the rules only. Each objective composes them in its `step_flops_breakdown`
 (`electra.objectives.objective_step_flops`, which the training loop logs), and
 `electra.pretrain.flops_report.main_flops` is the `electra flops` command.
@@ -32,11 +39,22 @@ ACTIVATION_FLOPS = 8  # tanh-approximated GELU
 SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
 DROPOUT_FLOPS = 4  # random number, compare, mask multiply, 1/(1-p) rescale
 TRAIN_PASSES = 2  # forward + backward, with backward costed as forward
+LAYER_NORM_NO_BIAS_FLOPS = 4  # the modern architecture's: no shift
+ROTARY_FLOPS = 3.5  # x * cos + rotate_half(x) * sin, rotate_half negating half the elements
+ROTARY_TABLE_FLOPS = 2.5  # per position and head dimension: angle (half of them), cos, sin
 OFFICIAL_OUTPUT_FRAC = 20 / 128  # max_predictions_per_seq / seq_len in the official code
 
 
+def _dropout(p: float) -> int:
+    """What dropout costs per element in the modern architecture's count: nothing when off."""
+    return DROPOUT_FLOPS if p > 0 else 0
+
+
 def embedding_flops(model: ModelConfig, seq_len: int) -> float:
-    """Forward FLOPs of the input embeddings for one sequence, including the E->H projection."""
+    """Forward FLOPs of the input embeddings for one sequence, including the E->H projection
+    (the modern architecture's: the lookup, its LayerNorm and the rotary tables)."""
+    if model.is_modern:
+        return _modern_embedding_flops(model, seq_len)
     e, h, v = model.embedding_size, model.hidden_size, model.vocab_size
     per_token = (
         2 * e * v  # word lookup as a one-hot multiply
@@ -69,18 +87,68 @@ def layer_flops(model: ModelConfig, seq_len: int) -> float:
     return float((attention + ffn) * s)
 
 
+def layers_flops(model: ModelConfig, seq_len: int) -> float:
+    """Forward FLOPs of all the layers for one sequence (the modern architecture's: windowed
+    and global layers, and the final LayerNorm)."""
+    if not model.is_modern:
+        return model.num_hidden_layers * layer_flops(model, seq_len)
+    return (sum(modern_layer_flops(model, seq_len, i) for i in range(model.num_hidden_layers))
+            + LAYER_NORM_NO_BIAS_FLOPS * model.hidden_size * seq_len)
+
+
 def encoder_flops(model: ModelConfig, seq_len: int) -> float:
     """Forward FLOPs of embeddings plus all layers (no head) for one sequence."""
-    return embedding_flops(model, seq_len) + model.num_hidden_layers * layer_flops(model, seq_len)
+    return embedding_flops(model, seq_len) + layers_flops(model, seq_len)
+
+
+def attended_pairs(seq_len: int, half_window: int | None) -> int:
+    """Query-key pairs attention computes for one sequence: every pair, or within a window
+    those at most `half_window` apart."""
+    if half_window is None or half_window >= seq_len - 1:
+        return seq_len * seq_len
+    return sum(min(seq_len - 1, i + half_window) - max(0, i - half_window) + 1
+               for i in range(seq_len))
+
+
+def _modern_embedding_flops(model: ModelConfig, seq_len: int) -> float:
+    h, v = model.hidden_size, model.vocab_size
+    per_token = (2 * h * v  # word lookup as a one-hot multiply
+                 + LAYER_NORM_NO_BIAS_FLOPS * h + _dropout(model.hidden_dropout_prob) * h)
+    head_dim = h // model.num_attention_heads
+    kinds = len({model.is_global_layer(i) for i in range(model.num_hidden_layers)})
+    tables = kinds * ROTARY_TABLE_FLOPS * head_dim  # global and local cos/sin, per position
+    return float((per_token + tables) * seq_len)
+
+
+def modern_layer_flops(model: ModelConfig, seq_len: int, index: int) -> float:
+    """Forward FLOPs of the modern architecture's layer `index` for one sequence."""
+    h, i, heads, s = model.hidden_size, model.intermediate_size, model.num_attention_heads, seq_len
+    half = None if model.is_global_layer(index) else model.local_attention // 2
+    pairs = attended_pairs(s, half)
+    attn_p, ffn_p = model.attention_probs_dropout_prob, model.hidden_dropout_prob
+    per_token = (
+        (LAYER_NORM_NO_BIAS_FLOPS * h if index > 0 else 0)  # the first layer has no norm
+        + 3 * 2 * h * h  # fused query, key, value projection
+        + 2 * ROTARY_FLOPS * h  # rotary positions on queries and keys
+        + 2 * h * h + _dropout(attn_p) * h + h  # output projection, dropout, residual
+        + LAYER_NORM_NO_BIAS_FLOPS * h
+        + 2 * h * 2 * i  # Wi: GELU input and gate
+        + ACTIVATION_FLOPS * i + i + _dropout(ffn_p) * i  # GELU, gating product, dropout
+        + 2 * i * h + h  # Wo, residual
+    )
+    per_pair = (2 * h + 2 * h  # scores and probabilities times values, across all heads
+                + (SOFTMAX_FLOPS + _dropout(attn_p) + 1) * heads)  # softmax, dropout, scale
+    return float(per_token * s + per_pair * pairs)
 
 
 def mlm_head_flops(model: ModelConfig, seq_len: int, output_frac: float) -> float:
     """Forward FLOPs of the MLM output; only `output_frac` of positions are predicted."""
     e, h, v = model.embedding_size, model.hidden_size, model.vocab_size
+    modern = model.is_modern
     per_token = (
-        2 * h * e + e  # dense H->E and bias
+        2 * h * e + (0 if modern else e)  # dense H->E and bias
         + ACTIVATION_FLOPS * e
-        + LAYER_NORM_FLOPS * e
+        + (LAYER_NORM_NO_BIAS_FLOPS if modern else LAYER_NORM_FLOPS) * e
         + 2 * e * v  # logits with the tied E x V embedding matrix
         + SOFTMAX_FLOPS * v
         + 2 * v  # picking out the target word's log-probability
@@ -89,9 +157,12 @@ def mlm_head_flops(model: ModelConfig, seq_len: int, output_frac: float) -> floa
 
 
 def binary_head_flops(model: ModelConfig, seq_len: int) -> float:
-    """Forward FLOPs of the replaced-token-detection head; it scores every position."""
+    """Forward FLOPs of the replaced-token-detection head; it scores every position. The
+    modern architecture's has no bias in its dense layer and a LayerNorm after the GELU."""
     h = model.hidden_size
     per_token = 2 * h * h + h + ACTIVATION_FLOPS * h + 2 * h
+    if model.is_modern:
+        per_token += LAYER_NORM_NO_BIAS_FLOPS * h - h
     return float(per_token * seq_len)
 
 
@@ -102,7 +173,15 @@ def encoder_params(model: ModelConfig) -> int:
     embedding LayerNorm, the E->H projection when E != H, and every layer (attention and FFN
     weights and biases, two LayerNorms). Excluded: pre-training and task heads. This is the
     convention behind Table 5.3's "14M" for ELECTRA-Small (13.5M here) and "110M" for Base.
+    The modern architecture's, as ModernBertModel's: word embeddings and their LayerNorm, the
+    layers (no biases; the first without an attention norm), the final LayerNorm.
     """
+    if model.is_modern:
+        h, i = model.hidden_size, model.intermediate_size
+        layer = 4 * h * h + 3 * h * i + 2 * h  # QKV, Wo, Wi (2I), Wo; two norms
+        embeddings = model.vocab_size * h + h  # and their LayerNorm
+        first_layer_norm, final_norm = h, h  # the one layer 0 lacks, the one after the last
+        return embeddings + model.num_hidden_layers * layer - first_layer_norm + final_norm
     e, h, i = model.embedding_size, model.hidden_size, model.intermediate_size
     embeddings = (model.vocab_size + model.max_position_embeddings + model.type_vocab_size) * e
     embeddings += 2 * e  # LayerNorm
@@ -149,7 +228,7 @@ def mlm_model_breakdown(prefix: str, model: ModelConfig, batch_size: int, seq_le
     scale = passes * batch_size
     return {
         f"{prefix}.embeddings": scale * embedding_flops(model, seq_len),
-        f"{prefix}.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
+        f"{prefix}.layers": scale * layers_flops(model, seq_len),
         f"{prefix}.{head}": scale * mlm_head_flops(model, seq_len, output_frac),
     }
 
@@ -160,6 +239,6 @@ def discriminator_breakdown(prefix: str, model: ModelConfig, batch_size: int, se
     scale = passes * batch_size
     return {
         f"{prefix}.embeddings": scale * embedding_flops(model, seq_len),
-        f"{prefix}.layers": scale * model.num_hidden_layers * layer_flops(model, seq_len),
+        f"{prefix}.layers": scale * layers_flops(model, seq_len),
         f"{prefix}.head": scale * binary_head_flops(model, seq_len),
     }

@@ -36,6 +36,9 @@ class Preset:
     multitask_lr: float
     multitask_layerwise_decay: float
     disc_bias_init: str = "zero"
+    # The generator's depth (None: the model's). The modern presets' generators are as wide as
+    # the model and half as deep, as DeBERTa-V3's (He et al. 2021, section 5.1).
+    generator_layers: int | None = None
     # The size this preset only changes the training of (None: it is a size of its own); its
     # fine-tuning defaults are that size's, and `--size` does not offer it.
     variant_of: str | None = None
@@ -51,6 +54,37 @@ _TINY = Preset(ModelConfig(embedding_size=128, hidden_size=128, num_hidden_layer
                bert_steps=2000, finetune_lr=3e-4, finetune_layerwise_decay=0.8,
                multitask_lr=3e-4, multitask_layerwise_decay=0.9)
 
+
+
+def _modern(size: Preset, num_layers: int, intermediate_size: int) -> Preset:
+    """`size`'s width, heads and training with ModernBERT's architecture and defaults
+    (ModernBertConfig: 8,192 positions, no dropout, LayerNorm eps 1e-5); a generator as wide
+    and half as deep (DeBERTa-V3), sharing the token embeddings. Fine-tuning defaults are
+    `size`'s (a variant of it)."""
+    model = dataclasses.replace(
+        size.model, architecture="modern", embedding_size=size.model.hidden_size,
+        num_hidden_layers=num_layers, intermediate_size=intermediate_size,
+        max_position_embeddings=8192, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5)
+    name = next(n for n, p in _SIZES_BY_NAME.items() if p is size)
+    return dataclasses.replace(size, model=model, generator_multiplier=1.0,
+                               generator_layers=num_layers // 2, variant_of=name)
+
+
+_SMALL = Preset(ModelConfig(embedding_size=128, hidden_size=256, num_hidden_layers=12,
+                            num_attention_heads=4, intermediate_size=1024),
+                generator_multiplier=1 / 4, mask_prob=0.15, learning_rate=5e-4,
+                batch_size=128, seq_len=128, warmup_steps=10000, electra_steps=1_000_000,
+                bert_steps=1_450_000, finetune_lr=3e-4, finetune_layerwise_decay=0.8,
+                multitask_lr=3e-4, multitask_layerwise_decay=0.9)
+_BASE = Preset(ModelConfig(embedding_size=768, hidden_size=768, num_hidden_layers=12,
+                           num_attention_heads=12, intermediate_size=3072),
+               generator_multiplier=1 / 3, mask_prob=0.15, learning_rate=2e-4,
+               batch_size=256, seq_len=512, warmup_steps=10000, electra_steps=766_000,
+               bert_steps=1_000_000, finetune_lr=1e-4, finetune_layerwise_decay=0.8,
+               multitask_lr=1e-4, multitask_layerwise_decay=0.9)
+_SIZES_BY_NAME = {"tiny": _TINY, "small": _SMALL, "base": _BASE}
+
 PRESETS: dict[str, Preset] = {
     "tiny": _TINY,
     # `tiny` with the two departures that let it learn context at small budgets
@@ -61,24 +95,24 @@ PRESETS: dict[str, Preset] = {
         _TINY, model=dataclasses.replace(_TINY.model, position_bias="alibi",
                                          alibi_max_slope=1.0),
         disc_bias_init="base-rate", variant_of="tiny"),
-    "small": Preset(ModelConfig(embedding_size=128, hidden_size=256, num_hidden_layers=12,
-                                num_attention_heads=4, intermediate_size=1024),
-                    generator_multiplier=1 / 4, mask_prob=0.15, learning_rate=5e-4,
-                    batch_size=128, seq_len=128, warmup_steps=10000, electra_steps=1_000_000,
-                    bert_steps=1_450_000, finetune_lr=3e-4, finetune_layerwise_decay=0.8,
-                    multitask_lr=3e-4, multitask_layerwise_decay=0.9),
-    "base": Preset(ModelConfig(embedding_size=768, hidden_size=768, num_hidden_layers=12,
-                               num_attention_heads=12, intermediate_size=3072),
-                   generator_multiplier=1 / 3, mask_prob=0.15, learning_rate=2e-4,
-                   batch_size=256, seq_len=512, warmup_steps=10000, electra_steps=766_000,
-                   bert_steps=1_000_000, finetune_lr=1e-4, finetune_layerwise_decay=0.8,
-                   multitask_lr=1e-4, multitask_layerwise_decay=0.9),
+    "small": _SMALL,
+    "base": _BASE,
     "large": Preset(ModelConfig(embedding_size=1024, hidden_size=1024, num_hidden_layers=24,
                                 num_attention_heads=16, intermediate_size=4096),
                     generator_multiplier=1 / 4, mask_prob=0.25, learning_rate=2e-4,
                     batch_size=2048, seq_len=512, warmup_steps=10000, electra_steps=400_000,
                     bert_steps=464_000, finetune_lr=5e-5, finetune_layerwise_decay=0.9,
                     multitask_lr=1e-4, multitask_layerwise_decay=0.9),
+    # ModernBERT's architecture (docs/modern.md). base-modern is ModernBERT-base's shape: 22
+    # layers, hidden 768, intermediate 1,152 (GeGLU: Wi is 768 x 2,304), 12 heads. The smaller
+    # ones follow its rules: head size 64, intermediate 1.5 x hidden, and 1.3 x the layer
+    # parameters of the BERT-architecture size of the same width (ModernBERT-base's 22 x 8.5 H^2
+    # against BERT-base's 12 x 12 H^2), rounded to 3k + 1 layers so that the first and the
+    # last layer attend globally (as in ModernBERT-base and -large): small 12 x 12 x 1.3 / 8.5
+    # = 22 layers, tiny 4 x 12 x 1.3 / 8.5 = 7.3 -> 7.
+    "tiny-modern": _modern(_TINY, num_layers=7, intermediate_size=192),
+    "small-modern": _modern(_SMALL, num_layers=22, intermediate_size=384),
+    "base-modern": _modern(_BASE, num_layers=22, intermediate_size=1152),
 }
 
 # The model sizes (what fine-tuning's --size takes): every preset that is not a variant.

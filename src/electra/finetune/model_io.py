@@ -22,7 +22,7 @@ import torch
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
-from electra.model.encoder import Encoder
+from electra.model.encoder import build_encoder
 from electra.model.hf import (
     _load_strict,
     encoder_from_hf,
@@ -57,8 +57,8 @@ def load_source(model_dir: str | Path):
     """(encoder, tokenizer, config.json dict) of a pre-trained or fine-tuned directory."""
     check_model_dir(model_dir)
     cfg, raw, state = read_model_dir(model_dir)
-    encoder = Encoder(cfg)
-    _load_strict(encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    encoder = build_encoder(cfg)
+    _load_strict(encoder, encoder_from_hf(state, cfg), model_dir)
     return encoder, load_tokenizer(model_dir), raw
 
 
@@ -77,14 +77,14 @@ def load_finetuned(model_dir: str | Path
     info = read_finetune_info(model_dir)
     check_model_dir(model_dir)
     cfg, _, state = read_model_dir(model_dir)
-    encoder = Encoder(cfg)
+    encoder = build_encoder(cfg)
     if "tasks" in info:
         model = MultitaskModel(encoder, {
             t["task"]["name"]: make_head(t["head_kind"], cfg.hidden_size, t["num_outputs"], 0.1,
                                          cfg.initializer_range) for t in info["tasks"]})
     else:
         model = FinetuneModel(encoder, info["head_kind"], info["num_outputs"])
-    _load_strict(model.encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    _load_strict(model.encoder, encoder_from_hf(state, cfg), model_dir)
     if "tasks" in info:
         head, prefix = model.task_heads, "task_heads."
     elif "classifier.weight" in state:  # transformers' ElectraForTokenClassification

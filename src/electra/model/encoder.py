@@ -117,31 +117,39 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, bias: bool = True):
         super().__init__()
         self.num_heads = cfg.num_attention_heads
         self.head_dim = cfg.hidden_size // cfg.num_attention_heads
         # One fused projection for Q, K and V: one matmul instead of three.
-        self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size)
+        self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size, bias=bias)
         self.dropout_p = cfg.attention_probs_dropout_prob
         self.impl = "auto"
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        b, s, h = x.shape
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q, K and V, each [B, heads, S, head size]."""
+        b, s, _ = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               bias: torch.Tensor | None) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d) + bias) v over the last two dimensions (any leading ones)."""
         p = self.dropout_p if self.training else 0.0
-        if resolve_attention_impl(self.impl, x, p) == "sdpa":
+        if resolve_attention_impl(self.impl, q, p) == "sdpa":
             # None, a boolean key mask or an additive bias: SDPA takes each as it is, and with
             # None it may run flash attention (on CUDA).
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
-        else:
-            # Scaling q (S x D) is cheaper than scaling the scores (S x S), and exact for the
-            # usual power-of-4 head sizes.
-            scores = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))
-            if bias is not None:
-                scores = scores + additive_bias(bias, x.dtype)
-            probs = dropout(scores.softmax(dim=-1), p, self.training)
-            ctx = torch.matmul(probs, v)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
+        # Scaling q (S x D) is cheaper than scaling the scores (S x S), and exact for the
+        # usual power-of-4 head sizes.
+        scores = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))
+        if bias is not None:
+            scores = scores + additive_bias(bias, q.dtype)
+        return torch.matmul(dropout(scores.softmax(dim=-1), p, self.training), v)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        b, s, h = x.shape
+        ctx = self.attend(*self.project(x), bias)
         return ctx.transpose(1, 2).reshape(b, s, h)
 
 
@@ -300,25 +308,42 @@ def alibi_bias(num_heads: int, seq_len: int, dtype: torch.dtype, device: torch.d
     return (-slopes[:, None, None] * distance).unsqueeze(0).to(dtype)
 
 
+def is_modern(cfg: EncoderConfig) -> bool:
+    """Whether `cfg` is ModernBERT's architecture (`electra.model.modern`); the remote-code
+    config beside exported weights has no such field, and is always the BERT architecture."""
+    return getattr(cfg, "architecture", "bert") == "modern"
+
+
 class DiscriminatorHead(nn.Module):
-    """dense H->H, GELU, dense H->1: one logit per token (replaced or original)."""
+    """dense H->H, GELU, dense H->1: one logit per token (replaced or original). The modern
+    architecture's is ModernBertForTokenClassification's head with one label: dense H->H
+    without bias, GELU, LayerNorm without bias, dense H->1."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        modern = is_modern(cfg)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=not modern)
+        self.LayerNorm = (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False)
+                          if modern else None)
         self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.dense_prediction(F.gelu(self.dense(hidden))).squeeze(-1)
+        h = F.gelu(self.dense(hidden))
+        if self.LayerNorm is not None:
+            h = self.LayerNorm(h)
+        return self.dense_prediction(h).squeeze(-1)
 
 
 class GeneratorHead(nn.Module):
-    """dense H->E, GELU, LayerNorm, then the (tied) input embedding matrix plus a bias."""
+    """dense H->E, GELU, LayerNorm, then the (tied) input embedding matrix plus a bias. The
+    modern architecture's (ModernBertForMaskedLM's head and decoder) has no bias in the dense
+    layer and the LayerNorm."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size)
-        self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
+        biases = not is_modern(cfg)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size, bias=biases)
+        self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps, bias=biases)
 
     def forward(self, hidden: torch.Tensor, embedding_weight: torch.Tensor,
                 bias: torch.Tensor) -> torch.Tensor:
@@ -326,11 +351,22 @@ class GeneratorHead(nn.Module):
         return F.linear(h, embedding_weight, bias)
 
 
+def build_encoder(cfg: EncoderConfig, embeddings: nn.Module | None = None) -> Encoder:
+    """The encoder `cfg` describes: this file's BERT architecture, or ModernBERT's
+    (`electra.model.modern`, with the same interface: `embeddings`, `layers`, `embed`,
+    `attention_bias`, forward)."""
+    if is_modern(cfg):
+        from .modern import ModernEncoder  # never reached by remote code (BERT only)
+
+        return ModernEncoder(cfg, embeddings)
+    return Encoder(cfg, embeddings)
+
+
 class Discriminator(nn.Module):
-    def __init__(self, cfg: EncoderConfig, embeddings: Embeddings | None = None):
+    def __init__(self, cfg: EncoderConfig, embeddings: nn.Module | None = None):
         super().__init__()
         self.config = cfg
-        self.electra = Encoder(cfg, embeddings)
+        self.electra = build_encoder(cfg, embeddings)
         self.discriminator_predictions = DiscriminatorHead(cfg)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
@@ -341,10 +377,10 @@ class Discriminator(nn.Module):
 class Generator(nn.Module):
     """A masked language model whose output matrix is its input word embeddings."""
 
-    def __init__(self, cfg: EncoderConfig, embeddings: Embeddings | None = None):
+    def __init__(self, cfg: EncoderConfig, embeddings: nn.Module | None = None):
         super().__init__()
         self.config = cfg
-        self.electra = Encoder(cfg, embeddings)
+        self.electra = build_encoder(cfg, embeddings)
         self.generator_predictions = GeneratorHead(cfg)
         self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
@@ -388,7 +424,8 @@ def compile_layers(module: nn.Module) -> int:
     was reached in one benchmark process (ELECTRA-Small then -Base), after which dynamo runs
     further shapes eagerly. The limit is raised to at least 64."""
     raise_recompile_limit()
-    layers = [m for m in module.modules() if isinstance(m, TransformerLayer)]
+    layers = [m for m in module.modules() if isinstance(m, TransformerLayer)
+              or getattr(m, "is_transformer_layer", False)]
     for layer in layers:
         layer.compile()
     return len(layers)
@@ -397,7 +434,8 @@ def compile_layers(module: nn.Module) -> int:
 @torch.no_grad()
 def init_weights(module: nn.Module, std: float) -> None:
     """BERT/ELECTRA initialisation: truncated normal(0, std) clipped at 2 std, zero biases,
-    LayerNorm weight 1."""
+    LayerNorm weight 1. Modules with a `scale_init(std)` method (the modern architecture's
+    layers) then apply their own rule on top."""
     for m in module.modules():
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.trunc_normal_(m.weight, std=std, a=-2 * std, b=2 * std)
@@ -405,4 +443,8 @@ def init_weights(module: nn.Module, std: float) -> None:
                 m.bias.zero_()
         elif isinstance(m, nn.LayerNorm):
             m.weight.fill_(1.0)
-            m.bias.zero_()
+            if m.bias is not None:
+                m.bias.zero_()
+    for m in module.modules():
+        if hasattr(m, "scale_init"):
+            m.scale_init(std)

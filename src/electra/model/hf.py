@@ -2,7 +2,8 @@
 
 Two layouts, decided per model (docs/interoperability.md):
 - native: what `transformers`' own classes (`ElectraForPreTraining`, `ElectraForMaskedLM`,
-  `ElectraForTokenClassification`) compute exactly; weights under their names, no extra code;
+  `ElectraForTokenClassification`; for the modern architecture the ModernBert classes, see
+  `electra.model.modern_hf`) compute exactly; weights under their names, no extra code;
 - remote code: models they cannot express (an ALiBi bias, our GLUE/regression/SQuAD heads):
   model_type "electra-toolkit", our own parameter names, the portable modules copied beside
   the weights (`REMOTE_CODE_FILES`) and an `auto_map`, so `AutoModel*.from_pretrained(DIR,
@@ -24,7 +25,8 @@ from torch import nn
 from electra.config import POSITION_BIASES, ModelConfig
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
-from electra.model.encoder import Discriminator, Encoder, Generator
+from electra.model import modern_hf
+from electra.model.encoder import Discriminator, Encoder, Generator, build_encoder
 
 # Our per-layer module names -> Hugging Face's (BERT/ELECTRA) names. `attention.qkv` is our
 # fused Q/K/V projection; it is split into query/key/value on export.
@@ -36,6 +38,10 @@ _LAYER_RENAMES = {
     "ffn_norm": "output.LayerNorm",
 }
 _QKV = ("query", "key", "value")
+# ModelConfig fields an ElectraConfig does not hold (position_bias is written as
+# position_embedding_type; the rest belong to the modern architecture).
+_MODERN_FIELDS = ("position_bias", "architecture", "global_attn_every_n_layers",
+                  "local_attention", "global_rope_theta", "local_rope_theta")
 ARCHITECTURES = {Discriminator: "ElectraForPreTraining", Generator: "ElectraForMaskedLM"}
 
 REMOTE_MODEL_TYPE = "electra-toolkit"
@@ -93,7 +99,7 @@ def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) ->
         else cfg.position_bias,
         "tie_word_embeddings": True,
         **{k: getattr(cfg, k) for k in ModelConfig.__dataclass_fields__
-           if k != "position_bias"},
+           if k not in _MODERN_FIELDS},
     }
     if extra:
         out["electra_toolkit"] = extra
@@ -101,11 +107,13 @@ def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) ->
 
 
 def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
-    """Our ModelConfig from an ELECTRA or BERT config.json."""
+    """Our ModelConfig from an ELECTRA, BERT or ModernBERT config.json."""
     model_type = data.get("model_type")
+    if model_type == modern_hf.MODEL_TYPE:
+        return modern_hf.model_config_from_modernbert(data, where)
     if model_type not in ("electra", "bert", REMOTE_MODEL_TYPE):
-        raise ElectraError(f"{where}: model_type {model_type!r} is not 'electra', 'bert' or "
-                           f"{REMOTE_MODEL_TYPE!r}")
+        raise ElectraError(f"{where}: model_type {model_type!r} is not 'electra', 'bert', "
+                           f"'{modern_hf.MODEL_TYPE}' or {REMOTE_MODEL_TYPE!r}")
     if data.get("hidden_act", "gelu") != "gelu":
         raise ElectraError(f"{where}: hidden_act {data['hidden_act']!r} is not supported "
                            "(only exact gelu)")
@@ -114,7 +122,7 @@ def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
         raise ElectraError(f"{where}: position_embedding_type {position!r} is not supported "
                            f"(only absolute, or {', '.join(POSITION_BIASES[1:])} from electra)")
     fields = {k: data[k] for k in ModelConfig.__dataclass_fields__
-              if k in data and k != "position_bias"}
+              if k in data and k not in _MODERN_FIELDS}
     fields["position_bias"] = "none" if position == "absolute" else position
     fields.setdefault("embedding_size", data.get("hidden_size", ModelConfig.hidden_size))
     cfg = ModelConfig(**fields)
@@ -140,10 +148,13 @@ def encoder_to_hf(state: dict[str, torch.Tensor], prefix: str = "electra.") -> d
     return out
 
 
-def encoder_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict:
+def encoder_from_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict:
     """The inverse of `encoder_to_hf` for an ELECTRA or BERT checkpoint's state dict (or a
-    remote-code directory's, which keeps our names under `electra.`); heads, pooler and unknown
-    keys are ignored."""
+    remote-code directory's, which keeps our names under `electra.`; or a ModernBERT one's for
+    the modern architecture); heads, pooler and unknown keys are ignored."""
+    if cfg.is_modern:
+        return modern_hf.encoder_from_modernbert(state, cfg)
+    num_layers = cfg.num_hidden_layers
     if "electra.embeddings.word_embeddings.weight" in state and not any(
             k.startswith("electra.encoder.") for k in state):
         return {k[len("electra."):]: v for k, v in state.items() if k.startswith("electra.")}
@@ -176,7 +187,22 @@ def encoder_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict:
     return out
 
 
+def encoder_state_to_hf(cfg: ModelConfig, state: dict[str, torch.Tensor]
+                        ) -> dict[str, torch.Tensor]:
+    """An encoder's state dict under the native names of its architecture."""
+    return (modern_hf.encoder_to_modernbert(state) if cfg.is_modern
+            else encoder_to_hf(state))
+
+
 def to_hf_state_dict(model: Discriminator | Generator) -> dict[str, torch.Tensor]:
+    if model.config.is_modern:
+        head = (model.discriminator_predictions if isinstance(model, Discriminator)
+                else model.generator_predictions)
+        state = {**modern_hf.encoder_to_modernbert(model.electra.state_dict()),
+                 **modern_hf.head_to_modernbert(head.state_dict())}
+        if isinstance(model, Generator):
+            state["decoder.bias"] = model.output_bias
+        return state
     state = encoder_to_hf(model.electra.state_dict())
     if isinstance(model, Discriminator):
         for k, v in model.discriminator_predictions.state_dict().items():
@@ -235,7 +261,17 @@ def read_config_json(model_dir: str | Path) -> dict:
 def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
                     tokenizer_dir: str | Path | None = None, extra: dict | None = None) -> Path:
     """Write a HF-loadable directory atomically: `transformers`' ELECTRA classes' layout for a
-    paper architecture, remote code for one with an attention bias they lack (ALiBi)."""
+    paper architecture, ModernBERT's for the modern one, remote code for one with an attention
+    bias they lack (ALiBi)."""
+    if model.config.is_modern:
+        if isinstance(model, Discriminator):
+            cfg = modern_hf.modernbert_config(model.config, "ModernBertForTokenClassification",
+                                              extra)
+            cfg["id2label"] = modern_hf.DISCRIMINATOR_LABELS
+            cfg["label2id"] = {v: k for k, v in modern_hf.DISCRIMINATOR_LABELS.items()}
+        else:
+            cfg = modern_hf.modernbert_config(model.config, "ModernBertForMaskedLM", extra)
+        return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
     if model.config.position_bias == "none":
         cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
         return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
@@ -265,17 +301,20 @@ def read_model_dir(model_dir: str | Path) -> tuple[ModelConfig, dict, dict[str, 
 def load_encoder(model_dir: str | Path) -> Encoder:
     """Our encoder initialised from a local ELECTRA or BERT directory."""
     cfg, _, state = read_model_dir(model_dir)
-    encoder = Encoder(cfg)
-    _load_strict(encoder, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    encoder = build_encoder(cfg)
+    _load_strict(encoder, encoder_from_hf(state, cfg), model_dir)
     return encoder
 
 
 def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
     """A Discriminator or Generator (with head) from a directory written by `save_pretrained`
-    or by `transformers` (ElectraForPreTraining / ElectraForMaskedLM / BertForMaskedLM)."""
+    or by `transformers` (ElectraForPreTraining / ElectraForMaskedLM / BertForMaskedLM /
+    ModernBertForMaskedLM, or our discriminator as ModernBertForTokenClassification)."""
     cfg, raw, state = read_model_dir(model_dir)
     arch = architecture_of(raw)
-    if arch == "ElectraForPreTraining":
+    if cfg.is_modern:
+        model = _load_modern(cfg, raw, state, model_dir)
+    elif arch == "ElectraForPreTraining":
         model: Discriminator | Generator = Discriminator(cfg)
         head = {k[len("discriminator_predictions."):]: v for k, v in state.items()
                 if k.startswith("discriminator_predictions.")}
@@ -306,7 +345,32 @@ def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
         raise ElectraError(f"{model_dir}: architecture {arch!r} is not ElectraForPreTraining, "
                            "ElectraForMaskedLM or BertForMaskedLM; use load_encoder for a bare "
                            "encoder")
-    _load_strict(model.electra, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    _load_strict(model.electra, encoder_from_hf(state, cfg), model_dir)
+    return model
+
+
+def _load_modern(cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor], model_dir
+                 ) -> Discriminator | Generator:
+    """A modern-architecture Discriminator or Generator's heads from a ModernBERT directory
+    (the encoder is loaded by the caller)."""
+    arch = architecture_of(raw)
+    labels = {int(k): v for k, v in (raw.get("id2label") or {}).items()}
+    if arch == "ModernBertForTokenClassification" and labels == modern_hf.DISCRIMINATOR_LABELS:
+        model: Discriminator | Generator = Discriminator(cfg)
+        head = model.discriminator_predictions
+    elif arch == "ModernBertForMaskedLM":
+        model = Generator(cfg)
+        head = model.generator_predictions
+        if "decoder.bias" not in state:
+            raise ElectraError(f"{model_dir}: checkpoint lacks decoder.bias")
+        with torch.no_grad():
+            model.output_bias.copy_(state["decoder.bias"])
+    else:
+        raise ElectraError(f"{model_dir}: architecture {arch!r} is not ModernBertForMaskedLM or "
+                           "an electra discriminator (ModernBertForTokenClassification with the "
+                           "one label 'replaced'); use load_encoder for a bare encoder")
+    names = list(head.state_dict())
+    _load_strict(head, modern_hf.head_from_modernbert(state, names), model_dir)
     return model
 
 

@@ -105,7 +105,7 @@ def _load_bert_mlm(model_dir: str | Path) -> Generator:
     same shape as ELECTRA's generator head with embedding size = hidden size."""
     cfg, _, state = read_model_dir(model_dir)
     model = Generator(cfg)
-    _load_strict(model.electra, encoder_from_hf(state, cfg.num_hidden_layers), model_dir)
+    _load_strict(model.electra, encoder_from_hf(state, cfg), model_dir)
     head = "cls.predictions."
     names = {"dense.weight": "transform.dense.weight", "dense.bias": "transform.dense.bias",
              "LayerNorm.weight": "transform.LayerNorm.weight",
