@@ -128,5 +128,7 @@ class ModelConfig:
         if int(hidden) % heads:
             raise ElectraError(f"generator multiplier {multiplier}: hidden size {int(hidden)} "
                                f"is not divisible into {heads} heads of {head_size}")
+        # The modern architecture has no embedding projection: its embeddings are as wide as it.
+        embedding_size = int(hidden) if self.is_modern else self.embedding_size
         return dataclasses.replace(self, hidden_size=int(hidden), intermediate_size=int(ffn),
-                                   num_attention_heads=heads)
+                                   num_attention_heads=heads, embedding_size=embedding_size)

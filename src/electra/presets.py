@@ -156,3 +156,11 @@ def infer_size(hidden_size: int) -> str:
         if hidden_size <= PRESETS[name].model.hidden_size:
             return name
     return by_width[-1]
+
+
+def infer_preset(model: ModelConfig) -> str:
+    """The preset whose recipe continues a checkpoint of shape `model` (`--init-from` without
+    `--preset`): its size by width (`infer_size`), the modern variant for that architecture."""
+    size = infer_size(model.hidden_size)
+    modern = f"{size}-modern"
+    return modern if model.is_modern and modern in PRESETS else size

@@ -354,8 +354,7 @@ def _load_modern(cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor], mo
     """A modern-architecture Discriminator or Generator's heads from a ModernBERT directory
     (the encoder is loaded by the caller)."""
     arch = architecture_of(raw)
-    labels = {int(k): v for k, v in (raw.get("id2label") or {}).items()}
-    if arch == "ModernBertForTokenClassification" and labels == modern_hf.DISCRIMINATOR_LABELS:
+    if modern_hf.is_modern_discriminator(raw):
         model: Discriminator | Generator = Discriminator(cfg)
         head = model.discriminator_predictions
     elif arch == "ModernBertForMaskedLM":

@@ -39,6 +39,13 @@ _HEAD_RENAMES = {"dense": "head.dense", "LayerNorm": "head.norm",
                  "dense_prediction": "classifier"}
 
 
+def is_modern_discriminator(raw: dict) -> bool:
+    """Whether config.json `raw` is an electra discriminator in ModernBERT's layout."""
+    labels = {int(k): v for k, v in (raw.get("id2label") or {}).items()}
+    return ((raw.get("architectures") or [""])[0] == "ModernBertForTokenClassification"
+            and labels == DISCRIMINATOR_LABELS)
+
+
 def layer_types(cfg: ModelConfig) -> list[str]:
     return [_GLOBAL if cfg.is_global_layer(i) else _LOCAL for i in range(cfg.num_hidden_layers)]
 

@@ -98,12 +98,12 @@ def build_pretrain_config(args):
     source = None
     preset = args.preset or "tiny"
     if args.init_from:
-        from electra.presets import infer_size
+        from electra.presets import infer_preset
         from electra.pretrain.init_from import find_source
 
         objective = args.objective or _set_value(args.set, "objective.name") or "electra"
         source = find_source(args.init_from, args.init_generator, objective)
-        preset = args.preset or infer_size(source.main_config.hidden_size)
+        preset = args.preset or infer_preset(source.main_config)
     elif args.init_generator:
         raise ElectraError("--init-generator needs --init-from")
     cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(

@@ -23,6 +23,7 @@ from electra.config import PretrainConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import architecture_of, load_encoder, load_pretrained, read_config_json
+from electra.model.modern_hf import is_modern_discriminator
 from electra.model_config import ModelConfig
 from electra.objectives import REGISTRY, objective_class
 
@@ -30,9 +31,12 @@ from electra.objectives import REGISTRY, objective_class
 # heads, are training settings a run may change).
 ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                        "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                       "type_vocab_size", "layer_norm_eps", "position_bias", "alibi_max_slope")
+                       "type_vocab_size", "layer_norm_eps", "position_bias", "alibi_max_slope",
+                       "architecture", "global_attn_every_n_layers", "local_attention",
+                       "global_rope_theta", "local_rope_theta")
 WITH_HEAD = {"ElectraForPreTraining": "discriminator", "ElectraForMaskedLM": "generator",
-             "BertForMaskedLM": "generator"}
+             "BertForMaskedLM": "generator", "ModernBertForMaskedLM": "generator"}
+BARE_ENCODERS = ("ElectraModel", "BertModel", "ModernBertModel")
 TOKENIZER_MARKERS = ("tokenizer.json", "vocab.txt")
 
 
@@ -128,6 +132,9 @@ def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
         if f"model.{name}" not in explicit:
             setattr(cfg.model, name, getattr(ckpt, name))
     if source.generator_config is None:
+        if ckpt.is_modern and "objective.generator_layers" not in explicit:
+            # The modern presets' rule (DeBERTa-V3's): a generator half as deep.
+            cfg.objective.generator_layers = max(1, ckpt.num_hidden_layers // 2)
         kind = continues(cfg.objective.name)
         if kind == "discriminator":
             source.notes.append(f"--init-from {source.main}: objective {cfg.objective.name!r} "
@@ -136,7 +143,8 @@ def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
         elif kind == "discriminator+generator" and cfg.objective.generator == "mlm":
             source.notes.append(
                 f"--init-from {source.main}: no generator given; a new one is trained at "
-                f"{cfg.objective.generator_multiplier:g} of the discriminator's width "
+                f"{cfg.objective.generator_multiplier:g} of the discriminator's width, "
+                f"{cfg.objective.generator_layers or ckpt.num_hidden_layers} layers deep "
                 "(--init-generator DIR continues a released one)")
         return
     gen = source.generator_config
@@ -223,12 +231,15 @@ def _read(directory: Path, flag: str) -> tuple[ModelConfig, str | None, float | 
     except ElectraError as e:
         raise ElectraError(f"{flag} {directory}: {e}") from None
     arch = architecture_of(raw)
-    if arch and arch not in (*WITH_HEAD, "ElectraModel", "BertModel"):
-        raise ElectraError(f"{flag} {directory}: architecture {arch!r} is not one pre-training "
-                           "can continue (ElectraForPreTraining, ElectraForMaskedLM, "
-                           "BertForMaskedLM, ElectraModel, BertModel)")
     flops = (raw.get("electra_toolkit") or {}).get("train_flops")
-    return cfg, WITH_HEAD.get(arch), float(flops) if flops is not None else None
+    flops = float(flops) if flops is not None else None
+    if is_modern_discriminator(raw):
+        return cfg, "discriminator", flops
+    if arch and arch not in (*WITH_HEAD, *BARE_ENCODERS):
+        raise ElectraError(f"{flag} {directory}: architecture {arch!r} is not one pre-training "
+                           f"can continue ({', '.join((*WITH_HEAD, *BARE_ENCODERS))}, or an "
+                           "electra discriminator)")
+    return cfg, WITH_HEAD.get(arch), flops
 
 
 def _check_shares(disc: ModelConfig, gen: ModelConfig, where: Path) -> None:

@@ -1,0 +1,384 @@
+"""The modern architecture (ModernBERT's, `electra.model.modern`): it computes what transformers'
+ModernBert classes compute, its exports load in them with no electra installed, its FLOPs
+follow the dissertation's rules (section 5.2.2) for what it computes, and the objectives train
+it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra import flops
+from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
+from electra.errors import ElectraError
+from electra.model.encoder import Discriminator, Generator, init_weights
+from electra.model.hf import load_pretrained, model_config_from_hf, save_pretrained
+from electra.model.modern import ModernEncoder, blocked_window_mask, window_mask
+from electra.model.modern_hf import modernbert_config
+
+WINDOW = 16  # keys at most 8 positions away: small, so that short test sequences exceed it
+
+
+def modern_config(vocab_size: int = 120, **changes) -> ModelConfig:
+    cfg = ModelConfig(architecture="modern", vocab_size=vocab_size, embedding_size=32,
+                      hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                      intermediate_size=48, max_position_embeddings=256,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                      layer_norm_eps=1e-5, local_attention=WINDOW)
+    cfg = dataclasses.replace(cfg, **changes)
+    cfg.validate()
+    return cfg
+
+
+def randomised(model: torch.nn.Module) -> torch.nn.Module:
+    """Initialised as training does, with the LayerNorm weights moved off 1 so that a norm
+    mapped to the wrong place would show."""
+    init_weights(model, 0.02)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name.lower():
+                p.add_(0.3 * torch.randn_like(p))
+    return model.eval()
+
+
+def padded_batch(vocab_size: int, seq_len: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Three rows, two of them padded (one to 3 tokens): windowed layers then see queries
+    whose window holds no real key."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab_size, (3, seq_len), generator=gen)
+    mask = torch.ones(3, seq_len, dtype=torch.long)
+    mask[1, seq_len // 2:] = 0
+    mask[2, 3:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def test_window_masks_dense_and_blockwise_agree():
+    """The blockwise mask holds, for each query, exactly the dense mask's keys."""
+    seq_len, half = 37, 4
+    keep = torch.ones(2, seq_len, dtype=torch.bool)
+    keep[1, 20:] = False
+    dense = window_mask(seq_len, half, keep, torch.device("cpu"))
+    blocked = blocked_window_mask(seq_len, half, keep, torch.device("cpu"))
+    blocks = blocked.shape[2]
+    for b in range(2):
+        for i in range(seq_len):
+            n, a = divmod(i, half)
+            keys = [n * half - half + c for c in range(3 * half)
+                    if blocked[b, 0, n, a, c] and 0 <= n * half - half + c < seq_len]
+            real = [j for j in range(seq_len) if dense[b, 0, i, j]]
+            if keep[b, i] or any(keep[b, max(0, i - half):i + half + 1]):
+                assert keys == real, (b, i)
+    assert blocks == math.ceil(seq_len / half)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_blockwise_attention_equals_dense(impl):
+    """Above 1.5 windows the encoder attends blockwise; its outputs at real tokens are the dense
+    computation's."""
+    torch.manual_seed(0)
+    cfg = modern_config()
+    encoder = randomised(ModernEncoder(cfg))
+    encoder.set_attention_impl(impl)
+    batch = padded_batch(cfg.vocab_size, 40)
+    x = encoder.embed(batch["input_ids"])
+    inputs = encoder.attention_bias(batch["attention_mask"], x)
+    assert inputs.local.blocked
+    dense_mask = window_mask(40, WINDOW // 2, batch["attention_mask"].bool(), x.device)
+    dense = inputs._replace(local=inputs.local._replace(mask=dense_mask, blocked=False))
+    with torch.no_grad():
+        outs = []
+        for attention_inputs in (inputs, dense):
+            h = x
+            for layer in encoder.layers:
+                h = layer(h, attention_inputs)
+            outs.append(encoder.final_norm(h))
+    real = batch["attention_mask"].bool()
+    assert torch.allclose(outs[0][real], outs[1][real], atol=1e-6)
+    assert torch.isfinite(outs[0]).all()
+
+
+def test_layer_pattern_and_shapes():
+    """ModernBERT's layer pattern: global attention in layers 0, 3, 6, ...; the first layer has
+    no attention norm; no biases but the classifier's; GeGLU's Wi is 2 x intermediate."""
+    cfg = modern_config(num_hidden_layers=7)
+    model = Discriminator(cfg)
+    layers = model.electra.layers
+    assert [layer.is_global for layer in layers] == [True, False, False, True, False, False, True]
+    assert isinstance(layers[0].attention_norm, torch.nn.Identity)
+    assert layers[0].ffn_in.weight.shape == (2 * 48, 32)
+    biases = [n for n, _ in model.named_parameters() if n.endswith(".bias")]
+    assert biases == ["discriminator_predictions.dense_prediction.bias"]
+
+
+def test_init_scales_residual_projections():
+    """ModernBERT's `_init_weights`: Wo of attention and MLP at std / sqrt(2 x layers)."""
+    torch.manual_seed(0)
+    cfg = modern_config(hidden_size=256, embedding_size=256, num_attention_heads=4,
+                        intermediate_size=384, num_hidden_layers=8)
+    model = Discriminator(cfg)
+    init_weights(model, 0.02)
+    layer = model.electra.layers[1]
+    assert layer.ffn_in.weight.std().item() == pytest.approx(0.02 * 0.88, rel=0.05)
+    out_std = 0.02 / math.sqrt(16) * 0.88  # a normal truncated at 2 std has std 0.88 sigma
+    assert layer.attention_out.weight.std().item() == pytest.approx(out_std, rel=0.05)
+    assert layer.ffn_out.weight.std().item() == pytest.approx(out_std, rel=0.05)
+
+
+# --- transformers, in a process without electra ---------------------------------------------
+
+LOADER = textwrap.dedent("""
+    import json, sys
+    import torch
+    import transformers
+    cases = json.load(open(sys.argv[1]))
+    report = {}
+    for case in cases:
+        model = getattr(transformers, case["auto"]).from_pretrained(case["dir"]).eval()
+        model.config._attn_implementation = case["attn"]
+        batch = torch.load(case["batch"])
+        expected = torch.load(case["expected"])
+        with torch.no_grad():
+            out = getattr(model(**batch), case["output"])
+        real = batch["attention_mask"].bool()
+        report[case["name"]] = {"class": type(model).__name__,
+                                "max_abs_diff": float((out[real] - expected[real]).abs().max())}
+    report["electra imported"] = any(m == "electra" or m.startswith("electra.")
+                                     for m in sys.modules)
+    print(json.dumps(report))
+""")
+
+
+def run_isolated(script: str, args: list[str], tmp_path: Path) -> dict:
+    """`script` in a fresh interpreter (-I: no working-directory imports), reporting whether
+    anything imported electra."""
+    path = tmp_path / "isolated.py"
+    path.write_text(script)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": "",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    done = subprocess.run([sys.executable, "-I", str(path), *args], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_exports_load_in_native_modernbert_classes(tmp_path, vocab_dir):
+    """The discriminator loads as ModernBertForTokenClassification (one label), the generator
+    as ModernBertForMaskedLM, with no remote code and no electra: within 1e-5 of ours at every
+    real token of padded batches, with the window in play (sequences of 12 and 40 tokens
+    against a 16-token window: the dense and the blockwise path), in eager and SDPA."""
+    pytest.importorskip("transformers")
+    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
+    cfg = modern_config(vocab_size)
+    torch.manual_seed(0)
+    cases = []
+    for kind, model, auto in (("disc", Discriminator(cfg), "AutoModelForTokenClassification"),
+                              ("gen", Generator(cfg), "AutoModelForMaskedLM")):
+        randomised(model)
+        directory = save_pretrained(model, tmp_path / kind, vocab_dir)
+        assert "auto_map" not in json.loads((directory / "config.json").read_text())
+        for seq_len in (12, 40):
+            batch = padded_batch(vocab_size, seq_len)
+            torch.save(batch, tmp_path / f"batch{seq_len}.pt")
+            with torch.no_grad():
+                ours = model(batch["input_ids"], None, batch["attention_mask"])
+            if kind == "disc":
+                ours = ours.unsqueeze(-1)
+            expected = tmp_path / f"{kind}{seq_len}.pt"
+            torch.save(ours, expected)
+            for attn in ("eager", "sdpa"):
+                cases.append({"name": f"{kind}-{seq_len}-{attn}", "dir": str(directory),
+                              "auto": auto, "attn": attn, "output": "logits",
+                              "batch": str(tmp_path / f"batch{seq_len}.pt"),
+                              "expected": str(expected)})
+        reloaded = load_pretrained(directory).eval()
+        assert type(reloaded) is type(model)
+        for (name, a), b in zip(model.state_dict().items(), reloaded.state_dict().values(),
+                                strict=True):
+            assert torch.equal(a, b), name
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    report = run_isolated(LOADER, [str(tmp_path / "cases.json")], tmp_path)
+    assert report.pop("electra imported") is False
+    assert len(report) == 8
+    for name, result in report.items():
+        assert result["max_abs_diff"] < 1e-5, (name, result)
+    assert report["disc-40-sdpa"]["class"] == "ModernBertForTokenClassification"
+    assert report["gen-40-eager"]["class"] == "ModernBertForMaskedLM"
+
+
+def test_config_round_trip():
+    cfg = modern_config(num_hidden_layers=7, global_attn_every_n_layers=2,
+                        local_attention=64, global_rope_theta=80_000.0)
+    data = modernbert_config(cfg, "ModernBertModel")
+    assert data["layer_types"][:3] == ["full_attention", "sliding_attention", "full_attention"]
+    back = model_config_from_hf(data)
+    assert back == dataclasses.replace(cfg, type_vocab_size=1)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("layer_types", ["full_attention", "full_attention", "sliding_attention",
+                     "sliding_attention"], "layer_types"),
+    ("hidden_activation", "silu", "hidden_activation='silu'"),
+    ("norm_bias", True, "norm_bias=True"),
+    ("rope_parameters", {"full_attention": {"rope_type": "linear", "factor": 2.0}},
+     "rope_parameters.full_attention.rope_type 'linear'"),
+    ("head_dim", 8, "head_dim=8"),
+])
+def test_inexpressible_checkpoint_is_one_line_naming_the_field(field, value, message):
+    data = modernbert_config(modern_config(), "ModernBertModel")
+    data[field] = value
+    with pytest.raises(ElectraError, match="config.json: .*" + message.replace("(", r"\(")) as e:
+        model_config_from_hf(data)
+    assert "\n" not in str(e.value)
+
+
+# --- FLOPs -----------------------------------------------------------------------------------
+
+def test_flops_against_a_hand_count():
+    """One sequence of 10 tokens through a 2-layer modern encoder (H 4, 2 heads of 2, I 6,
+    V 10, window 4: keys at most 2 away), counted by hand with the section 5.2.2 rules."""
+    cfg = modern_config(vocab_size=10, embedding_size=4, hidden_size=4, num_attention_heads=2,
+                        intermediate_size=6, num_hidden_layers=2, local_attention=4,
+                        global_attn_every_n_layers=2)
+    s = 10
+    # Embeddings: one-hot lookup 2*4*10 = 80, LayerNorm without bias 4*4 = 16 (no dropout);
+    # cos/sin tables for the global and the local layers, 2.5 per position and head dim (2).
+    embeddings = s * (80 + 16) + 2 * s * 2.5 * 2
+    assert flops.embedding_flops(cfg, s) == embeddings
+    # Per token, layer 0 (no attention norm): QKV 2*4*12 = 96, rotary 2 * 3.5 * 4 = 28,
+    # Wo 32 + residual 4, MLP norm 16, Wi 2*4*12 = 96, GELU 8*6 = 48, gate 6, Wo 2*6*4 = 48,
+    # residual 4.
+    per_token0 = 96 + 28 + 32 + 4 + 16 + 96 + 48 + 6 + 48 + 4
+    # Scores and probabilities x values: 4 per head dimension per pair = 16 per pair; softmax 5
+    # and the 1/sqrt(d) scale per pair and head: 12 per pair.
+    per_pair = 16 + 12
+    global_pairs = s * s
+    # Layer 1 is windowed: keys within 2 positions, 3+4+5*6+4+3 = 44 pairs.
+    assert flops.attended_pairs(s, 2) == 44
+    layer0 = s * per_token0 + per_pair * global_pairs
+    layer1 = s * (per_token0 + 16) + per_pair * 44  # with its attention norm
+    final_norm = s * 16
+    assert flops.layers_flops(cfg, s) == layer0 + layer1 + final_norm
+    # Heads: RTD dense 2*4*4 = 32, GELU 32, LayerNorm 16, H->1 8 (its bias uncounted, as in
+    # the BERT architecture's rule).
+    assert flops.binary_head_flops(cfg, s) == s * (32 + 32 + 16 + 8)
+    # MLM head at every position: dense 32, GELU 32, LayerNorm 16, logits 2*4*10 = 80,
+    # softmax 5*10 = 50, picking the target 2*10 = 20.
+    assert flops.mlm_head_flops(cfg, s, 1.0) == s * (32 + 32 + 16 + 80 + 50 + 20)
+
+
+def test_params_match_the_modules():
+    cfg = dataclasses.replace(PretrainConfig.from_preset("tiny-modern").model, vocab_size=1000)
+    model = Discriminator(cfg)
+    assert flops.encoder_params(cfg) == sum(p.numel() for p in model.electra.parameters())
+
+
+def test_base_modern_is_modernbert_base():
+    """base-modern has ModernBERT-base's shape (149M parameters with its 50,368-token
+    vocabulary, as the ModernBERT paper's Table 3 lists)."""
+    cfg = PretrainConfig.from_preset("base-modern")
+    m = cfg.model
+    assert (m.num_hidden_layers, m.hidden_size, m.intermediate_size, m.num_attention_heads,
+            m.local_attention, m.global_rope_theta, m.local_rope_theta,
+            m.max_position_embeddings) == (22, 768, 1152, 12, 128, 160_000.0, 10_000.0, 8192)
+    params = flops.encoder_params(dataclasses.replace(m, vocab_size=50368))
+    assert round(params / 1e6) == 149
+    assert (cfg.objective.generator_multiplier, cfg.objective.generator_layers) == (1.0, 11)
+
+
+# --- objectives ------------------------------------------------------------------------------
+
+def _tiny_run(data_dir: Path, out: Path, objective: str, steps: int = 4, **objective_sets):
+    from electra.pretrain.loop import pretrain
+
+    cfg = PretrainConfig.from_preset("tiny-modern")
+    cfg.model = dataclasses.replace(cfg.model, hidden_size=32, embedding_size=32,
+                                    intermediate_size=48, num_hidden_layers=4,
+                                    local_attention=WINDOW)
+    cfg.objective = dataclasses.replace(cfg.objective, name=objective, generator_layers=2,
+                                        **objective_sets)
+    cfg.train.steps, cfg.train.batch_size, cfg.train.warmup_steps = steps, 4, 1
+    cfg.train.log_every, cfg.train.eval_every = 2, 0
+    return pretrain(cfg, data_dir, out, device="cpu", show_progress=False)
+
+
+@pytest.mark.parametrize("sharing", ["embeddings", "gdes"])
+def test_electra_trains_it_with_a_shallower_generator(tmp_path, data_dir, sharing):
+    from electra.objectives import build_objective
+
+    _tiny_run(data_dir, tmp_path / "run", "electra", sharing=sharing)
+    logged = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    losses = [row["disc_loss"] for row in logged if "disc_loss" in row]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    disc = load_pretrained(tmp_path / "run" / "final" / "discriminator")
+    gen = load_pretrained(tmp_path / "run" / "final" / "generator")
+    assert (len(disc.electra.layers), len(gen.electra.layers)) == (4, 2)
+    assert gen.config.hidden_size == disc.config.hidden_size
+    cfg = modern_config(vocab_size=disc.config.vocab_size)
+    objective = build_objective(cfg, ObjectiveConfig(generator_multiplier=1.0,
+                                                     generator_layers=2, sharing=sharing))
+    if sharing == "embeddings":
+        assert objective.generator.electra.embeddings is objective.discriminator.electra.embeddings
+
+
+def test_narrow_generator_cannot_share_modern_embeddings():
+    from electra.objectives import build_objective
+
+    with pytest.raises(ElectraError, match="generator_multiplier=1.0"):
+        build_objective(modern_config(), ObjectiveConfig(generator_multiplier=0.5))
+    objective = build_objective(modern_config(), ObjectiveConfig(generator_multiplier=0.5,
+                                                                 sharing="none"))
+    assert objective.generator.config.embedding_size == 16
+
+
+def test_mlm_trains_it(tmp_path, data_dir):
+    _tiny_run(data_dir, tmp_path / "run", "mlm")
+    model = load_pretrained(tmp_path / "run" / "final" / "model")
+    assert isinstance(model, Generator) and model.config.is_modern
+
+
+def test_init_from_a_transformers_checkpoint(tmp_path, data_dir):
+    """A ModernBertForMaskedLM written by transformers' save_pretrained starts the
+    discriminator (its encoder exactly), with a fresh half-depth generator, or continues as
+    the generator when given with --init-generator."""
+    transformers = pytest.importorskip("transformers")
+    from electra.data.dataset import read_manifest
+    from electra.objectives import build_objective
+    from electra.pretrain.init_from import adopt_checkpoint, find_source, load_weights
+
+    vocab_size = read_manifest(data_dir)["vocab_size"]
+    hf_cfg = transformers.ModernBertConfig(
+        vocab_size=vocab_size, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+        num_attention_heads=2, local_attention=WINDOW, pad_token_id=0, bos_token_id=None,
+        eos_token_id=None, cls_token_id=None, sep_token_id=None, max_position_embeddings=256)
+    torch.manual_seed(0)
+    theirs = transformers.ModernBertForMaskedLM(hf_cfg)
+    theirs.save_pretrained(tmp_path / "hf")
+    for generator_dir in (None, tmp_path / "hf"):
+        source = find_source(tmp_path / "hf", generator_dir, "electra")
+        cfg = PretrainConfig.from_preset("tiny-modern")
+        adopt_checkpoint(cfg, source, {})
+        assert cfg.model.is_modern and cfg.model.num_hidden_layers == 4
+        assert cfg.objective.generator_layers == (2 if generator_dir is None else None)
+        objective = build_objective(cfg.model, cfg.objective)
+        load_weights(objective, source)
+        ours = objective.discriminator.electra.eval()
+        batch = padded_batch(vocab_size, 40)
+        with torch.no_grad():
+            expected = theirs.model(**batch).last_hidden_state
+            got = ours(batch["input_ids"], None, batch["attention_mask"])
+        real = batch["attention_mask"].bool()
+        assert (got[real] - expected[real]).abs().max() < 1e-5
+        if generator_dir is not None:
+            with torch.no_grad():
+                gen_logits = objective.generator(batch["input_ids"], None,
+                                                 batch["attention_mask"])
+                assert (gen_logits[real] - theirs(**batch).logits[real]).abs().max() < 1e-5
