@@ -154,8 +154,9 @@ def pretrain(args: argparse.Namespace, bundle: Path, work: Path, device: torch.d
 
 def finetune(args: argparse.Namespace, bundle: Path, work: Path, device: torch.device,
              toy: bool) -> dict:
-    from electra.model.encoder import Discriminator, init_weights
+    from electra.model.encoder import init_weights
     from electra.model.hf import load_pretrained, save_pretrained
+    from electra.model.networks import Discriminator
 
     pretrained = work / "pretrain" / "final" / "discriminator"
     model = load_pretrained(pretrained)

@@ -40,8 +40,9 @@ from electra.data.vocab import train_vocab
 from electra.export.onnx import export_onnx
 from electra.export.serving import INPUT_NAMES, load_served, tokenized_batch
 from electra.fileutil import write_atomic
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import init_weights
 from electra.model.hf import save_pretrained
+from electra.model.networks import Discriminator
 from electra.tasks import get_task
 from electra.tokenizer import load_tokenizer, special_token_ids
 

@@ -39,7 +39,8 @@ import torch
 
 from electra.config import get_preset
 from electra.data.vocab import train_vocab
-from electra.model.encoder import Discriminator, Generator, init_weights
+from electra.model.encoder import init_weights
+from electra.model.networks import Discriminator, Generator
 from electra.scoring import ElectraTTScorer, ElectricScorer, MlmScorer, load_scorer
 from electra.scoring.minimal_pairs import evaluate_minimal_pairs, read_minimal_pairs
 from electra.tokenizer import load_tokenizer

@@ -131,8 +131,9 @@ def random_encoder(work: Path, glue: Path, tasks: list[str], vocab_size: int) ->
     """A `tiny` discriminator with fresh weights and a vocabulary of the tasks' train text."""
     from electra.config import PRESETS
     from electra.data.vocab import train_vocab
-    from electra.model.encoder import Discriminator, init_weights
+    from electra.model.encoder import init_weights
     from electra.model.hf import save_pretrained
+    from electra.model.networks import Discriminator
     from electra.multitask.train import resolve_task
 
     out = work / "encoder"

@@ -30,7 +30,8 @@ from torch import nn
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.model.encoder import Discriminator, additive_bias, init_weights
+from electra.model.encoder import additive_bias, init_weights
+from electra.model.networks import Discriminator
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import gumbel_sample, select_positions

@@ -105,8 +105,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, vocab_dir: Path) -> Pat
     """A randomly initialised tiny discriminator exported in HF format with its tokenizer:
     the starting point of the fine-tuning tests."""
     from electra.config import ModelConfig
-    from electra.model.encoder import Discriminator, init_weights
+    from electra.model.encoder import init_weights
     from electra.model.hf import save_pretrained
+    from electra.model.networks import Discriminator
 
     torch.manual_seed(0)
     vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))

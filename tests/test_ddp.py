@@ -21,8 +21,8 @@ import torch
 from electra.cli import main
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import load_pretrained
+from electra.model.networks import Discriminator, Generator
 from electra.objectives import objective_step_flops
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import is_heldout

@@ -19,8 +19,6 @@ import torch.nn.functional as F
 
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.model.encoder import (
-    Discriminator,
-    Generator,
     SelfAttention,
     attention_bias,
     dropout,
@@ -28,6 +26,7 @@ from electra.model.encoder import (
     init_weights,
     resolve_attention_impl,
 )
+from electra.model.networks import Discriminator, Generator
 from electra.objectives.electra import ElectraObjective
 
 CFG = ModelConfig(vocab_size=200, embedding_size=32, hidden_size=64, num_hidden_layers=2,

@@ -14,8 +14,9 @@ import torch
 
 from electra.cli import main
 from electra.config import ModelConfig
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import init_weights
 from electra.model.hf import save_pretrained
+from electra.model.networks import Discriminator
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GLUE = SHARED_DATA / "glue"

@@ -103,7 +103,8 @@ def test_pretrain_logs_probes_without_changing_training(data_dir: Path, tmp_path
 
 def test_token_cosine_is_one_for_collapsed_vectors_and_small_for_random(probes):
     from electra.config import ModelConfig
-    from electra.model.encoder import Discriminator, init_weights
+    from electra.model.encoder import init_weights
+    from electra.model.networks import Discriminator
     from electra.pretrain.heldout import token_cosine
 
     vocab = int(probes["unigram"].input_ids.max()) + 1

@@ -19,8 +19,8 @@ transformers = pytest.importorskip("transformers")
 from electra.cli import main  # noqa: E402
 from electra.config import ModelConfig, ObjectiveConfig  # noqa: E402
 from electra.errors import ElectraError  # noqa: E402
-from electra.model.encoder import Discriminator, Generator  # noqa: E402
 from electra.model.hf import load_encoder, load_pretrained, save_pretrained  # noqa: E402
+from electra.model.networks import Discriminator, Generator  # noqa: E402
 from electra.objectives import build_objective  # noqa: E402
 from electra.tokenizer import load_tokenizer  # noqa: E402
 

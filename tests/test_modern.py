@@ -20,10 +20,11 @@ import torch
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Generator, init_weights
+from electra.model.encoder import init_weights
 from electra.model.hf import load_pretrained, model_config_from_hf, save_pretrained
 from electra.model.modern import ModernEncoder, blocked_window_mask, window_mask
 from electra.model.modern_hf import modernbert_config
+from electra.model.networks import Discriminator, Generator
 
 WINDOW = 16  # keys at most 8 positions away: small, so that short test sequences exceed it
 

@@ -9,8 +9,8 @@ from test_electra_objective import SPECIAL, VOCAB, make_batch, small_model
 
 from electra.config import ObjectiveConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator
 from electra.model.hf import load_encoder, save_pretrained
+from electra.model.networks import Discriminator
 from electra.objectives import ObjectiveContext, build_objective
 from electra.objectives.generators import (
     GdesEmbeddings,

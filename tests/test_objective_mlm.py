@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from test_electra_objective import SPECIAL, VOCAB, make_batch, small_model
 
 from electra.config import ObjectiveConfig
-from electra.model.encoder import Generator
+from electra.model.networks import Generator
 from electra.objectives import build_objective, metrics_from_counts, resolved
 from electra.objectives.masking import corrupt_bert_style, non_special_ids, select_positions
 from electra.objectives.replace_mlm import copy_mixture_log_likelihood, copy_mixture_predictions

@@ -13,7 +13,8 @@ from objective_helpers import SPECIAL, make_batch, small_model  # noqa: E402
 
 from electra import flops
 from electra.config import OBJECTIVES, ObjectiveConfig, ObjectiveSpec
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import init_weights
+from electra.model.networks import Discriminator
 from electra.objectives import (
     REGISTRY,
     Objective,

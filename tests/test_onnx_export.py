@@ -16,8 +16,9 @@ from electra.cli import main as electra
 from electra.export.serving import INPUT_NAMES, load_served
 from electra.finetune.heads import MultitaskModel
 from electra.finetune.model_io import load_finetuned, save_finetuned
-from electra.model.encoder import Discriminator, Encoder, Generator, init_weights
+from electra.model.encoder import Encoder, init_weights
 from electra.model.hf import save_pretrained
+from electra.model.networks import Discriminator, Generator
 from electra.model.task_heads import SequenceHead, TokenHead
 
 for package in ("onnx", "onnxruntime", "onnxscript"):

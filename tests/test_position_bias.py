@@ -9,8 +9,9 @@ import torch
 
 from electra.config import ModelConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Encoder, alibi_bias, alibi_slopes, init_weights
+from electra.model.encoder import Encoder, alibi_bias, alibi_slopes, init_weights
 from electra.model.hf import load_pretrained, save_pretrained
+from electra.model.networks import Discriminator
 
 CFG = dict(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=2,
            num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)

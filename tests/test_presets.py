@@ -23,8 +23,25 @@ from electra.presets import (
 
 
 def test_sizes_are_the_presets_that_are_not_variants():
-    assert tuple(PRESETS) == ("tiny", "tiny-local", "small", "base", "large")
+    assert tuple(PRESETS) == ("tiny", "tiny-local", "small", "base", "large", "tiny-modern",
+                              "small-modern", "base-modern")
     assert SIZES == ("tiny", "small", "base", "large")
+
+
+def test_modern_presets_keep_their_sizes_width_and_training():
+    """Each modern preset is its size's width, heads and training recipe with ModernBERT's
+    architecture, and a generator as wide and half as deep (DeBERTa-V3)."""
+    for size in ("tiny", "small", "base"):
+        bert, modern = PRESETS[size], PRESETS[f"{size}-modern"]
+        assert modern.variant_of == size and modern.model.is_modern
+        assert (modern.model.hidden_size, modern.model.num_attention_heads) == (
+            bert.model.hidden_size, bert.model.num_attention_heads)
+        assert modern.model.intermediate_size * 2 == 3 * modern.model.hidden_size
+        assert modern.model.num_hidden_layers % 3 == 1  # first and last layers global
+        assert (modern.learning_rate, modern.batch_size, modern.seq_len) == (
+            bert.learning_rate, bert.batch_size, bert.seq_len)
+        assert (modern.generator_multiplier, modern.generator_layers) == (
+            1.0, modern.model.num_hidden_layers // 2)
 
 
 def test_tiny_local_departs_from_tiny_only_in_alibi_and_the_bias():

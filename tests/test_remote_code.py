@@ -19,8 +19,9 @@ from export_helpers import finetuned_dir, finetuned_model, small_config, task_na
 from electra.export.serving import tokenized_batch
 from electra.finetune.loop import FinetuneSettings, predict_examples
 from electra.finetune.model_io import load_finetuned
-from electra.model.encoder import Discriminator, Generator, init_weights
+from electra.model.encoder import init_weights
 from electra.model.hf import load_pretrained, save_pretrained
+from electra.model.networks import Discriminator, Generator
 from electra.model.task_heads import serving_outputs
 from electra.tasks import Example
 from electra.tokenizer import load_tokenizer

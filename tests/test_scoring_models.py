@@ -12,8 +12,9 @@ import torch
 
 from electra.config import ModelConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Generator, init_weights
+from electra.model.encoder import init_weights
 from electra.model.hf import save_pretrained
+from electra.model.networks import Discriminator, Generator
 from electra.model.two_tower import TwoTowerGenerator, save_two_tower
 from electra.scoring import detect_scorer, load_scorer
 from electra.scoring.load import load_mlm, training_mask_prob

@@ -18,8 +18,9 @@ from test_train import read_metrics  # noqa: E402
 
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Generator, attention_bias
+from electra.model.encoder import attention_bias
 from electra.model.hf import load_pretrained
+from electra.model.networks import Discriminator, Generator
 from electra.objectives import (
     build_objective,
     metrics_from_counts,

@@ -15,7 +15,7 @@ from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel
 from electra.finetune.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
-from electra.model.encoder import Discriminator, Encoder, Generator
+from electra.model.encoder import Encoder
 from electra.model.hf import (
     architecture_of,
     load_encoder,
@@ -23,6 +23,7 @@ from electra.model.hf import (
     read_config_json,
     write_model_files,
 )
+from electra.model.networks import Discriminator, Generator
 from electra.model.task_heads import serving_outputs
 from electra.tokenizer import special_token_ids
 

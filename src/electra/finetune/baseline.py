@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 
 from electra.fileutil import sha256_file, write_atomic
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import init_weights
 from electra.model.hf import read_model_dir, save_pretrained
+from electra.model.networks import Discriminator
 
 # A model directory's files besides its weights: what a random init copies from its source.
 CONFIG_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json")

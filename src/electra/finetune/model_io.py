@@ -22,7 +22,6 @@ import torch
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
-from electra.model.encoder import build_encoder
 from electra.model.hf import (
     _load_strict,
     encoder_from_hf,
@@ -32,6 +31,7 @@ from electra.model.hf import (
     remote_code_config,
     write_model_files,
 )
+from electra.model.networks import build_encoder
 from electra.tokenizer import load_tokenizer
 
 FINETUNE_FILE = "finetune.json"

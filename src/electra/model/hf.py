@@ -26,7 +26,8 @@ from electra.config import POSITION_BIASES, ModelConfig
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.model import modern_hf
-from electra.model.encoder import Discriminator, Encoder, Generator, build_encoder
+from electra.model.encoder import Encoder
+from electra.model.networks import Discriminator, Generator, build_encoder
 
 # Our per-layer module names -> Hugging Face's (BERT/ELECTRA) names. `attention.qkv` is our
 # fused Q/K/V projection; it is split into query/key/value on export.

@@ -21,7 +21,8 @@ from torch import nn
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import init_weights
+from electra.model.networks import Discriminator
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.core import (
     DISCRIMINATOR_METRICS,

@@ -23,7 +23,8 @@ import torch
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, init_weights
+from electra.model.encoder import init_weights
+from electra.model.networks import Discriminator
 from electra.model.two_tower import TwoTowerGenerator, two_tower_step_breakdown
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput, argmax_hits
 from electra.objectives.core import (

@@ -25,7 +25,8 @@ from torch.func import functional_call
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Embeddings, Generator
+from electra.model.encoder import Embeddings
+from electra.model.networks import Discriminator, Generator
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.masking import SpecialIds, categorical_sample, non_special_ids
 

@@ -8,7 +8,8 @@ import torch
 
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
-from electra.model.encoder import Generator, init_weights
+from electra.model.encoder import init_weights
+from electra.model.networks import Generator
 from electra.objectives.base import (
     Objective,
     ObjectiveContext,

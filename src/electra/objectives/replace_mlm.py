@@ -19,7 +19,8 @@ from torch import nn
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Generator, init_weights
+from electra.model.encoder import init_weights
+from electra.model.networks import Generator
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.core import GENERATOR_METRICS, corrupt, mlm_loss, weighted_mean
 from electra.objectives.generators import (

@@ -37,11 +37,10 @@ from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import (
-    Discriminator,
-    Generator,
     TransformerLayer,
     init_weights,
 )
+from electra.model.networks import Discriminator, Generator
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.core import (
     DISCRIMINATOR_METRICS,

@@ -24,7 +24,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from electra.data.dataset import PretrainingDataset
-from electra.model.encoder import Discriminator
+from electra.model.networks import Discriminator
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import SpecialIds, gumbel_sample, select_positions

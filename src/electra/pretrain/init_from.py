@@ -21,9 +21,9 @@ import torch
 
 from electra.config import PretrainConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import architecture_of, load_encoder, load_pretrained, read_config_json
 from electra.model.modern_hf import is_modern_discriminator
+from electra.model.networks import Discriminator, Generator
 from electra.model_config import ModelConfig
 from electra.objectives import REGISTRY, objective_class
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 
 from electra.errors import ElectraError
-from electra.model.encoder import Discriminator, Generator
 from electra.model.hf import (
     architecture_of,
     encoder_from_hf,
@@ -23,6 +22,7 @@ from electra.model.hf import (
     read_config_json,
     read_model_dir,
 )
+from electra.model.networks import Discriminator, Generator
 from electra.objectives import REGISTRY, objective_class
 from electra.scoring.pll import (
     SCORER_NAMES,
