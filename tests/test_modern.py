@@ -383,3 +383,79 @@ def test_init_from_a_transformers_checkpoint(tmp_path, data_dir):
                 gen_logits = objective.generator(batch["input_ids"], None,
                                                  batch["attention_mask"])
                 assert (gen_logits[real] - theirs(**batch).logits[real]).abs().max() < 1e-5
+
+
+# --- fine-tuned models -----------------------------------------------------------------------
+
+SERVER = textwrap.dedent("""
+    import json, sys
+    import torch
+    import transformers
+    cases = json.load(open(sys.argv[1]))
+    report = {}
+    for case in cases:
+        model = getattr(transformers, case["auto"]).from_pretrained(case["dir"]).eval()
+        batch = torch.load(case["batch"])
+        with torch.no_grad():
+            out = model(**batch).logits
+        expected = torch.load(case["expected"])
+        if out.dim() == 3:  # per token: the real tokens
+            real = batch["attention_mask"].bool()
+            out, expected = out[real], expected[real]
+        task = "text-classification" if out.dim() == 2 and case["auto"].endswith(
+            "SequenceClassification") else "token-classification"
+        served = transformers.pipeline(task, model=case["dir"])(["a film", "of a kind"])
+        report[case["dir"]] = {"class": type(model).__name__,
+                               "max_abs_diff": float((out - expected).abs().max()),
+                               "served": len(served)}
+    report["electra imported"] = any(m == "electra" or m.startswith("electra.")
+                                     for m in sys.modules)
+    print(json.dumps(report))
+""")
+
+
+def test_finetuned_models_load_in_native_modernbert_classes(tmp_path, vocab_dir):
+    """A fine-tuned classifier, regressor and tagger load as ModernBertForSequenceClassification
+    / ModernBertForTokenClassification, with no remote code and no electra, and serve in
+    pipelines; electra's own loader reads them back exactly. SQuAD is refused in one line."""
+    pytest.importorskip("transformers")
+    from export_helpers import task_named
+
+    from electra.finetune.heads import FinetuneModel
+    from electra.finetune.model_io import load_finetuned, save_finetuned
+    from electra.model.networks import build_encoder
+
+    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
+    cases = []
+    batch = padded_batch(vocab_size, 40)
+    torch.save(batch, tmp_path / "batch.pt")
+    for name, auto in (("SST-2", "AutoModelForSequenceClassification"),
+                       ("STS-B", "AutoModelForSequenceClassification"),
+                       ("chunk", "AutoModelForTokenClassification")):
+        torch.manual_seed(1)
+        task = task_named(name)
+        model = randomised(FinetuneModel(build_encoder(modern_config(vocab_size)),
+                                         task.head_kind, task.num_outputs))
+        info = {"task": task.state(), "head_kind": task.head_kind,
+                "num_outputs": task.num_outputs, "settings": {"max_seq_len": 64}}
+        directory = save_finetuned(model, tmp_path / name, vocab_dir, info)
+        with torch.no_grad():
+            ours = model(batch | {"token_type_ids": None})
+        torch.save(ours, tmp_path / f"{name}.pt")
+        cases.append({"dir": str(directory), "auto": auto, "batch": str(tmp_path / "batch.pt"),
+                      "expected": str(tmp_path / f"{name}.pt")})
+        reloaded, _, _ = load_finetuned(directory)
+        for (key, a), b in zip(model.state_dict().items(), reloaded.state_dict().values(),
+                               strict=True):
+            assert torch.equal(a, b), key
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    report = run_isolated(SERVER, [str(tmp_path / "cases.json")], tmp_path)
+    assert report.pop("electra imported") is False
+    classes = {Path(d).name: r["class"] for d, r in report.items()}
+    assert classes == {"SST-2": "ModernBertForSequenceClassification",
+                       "STS-B": "ModernBertForSequenceClassification",
+                       "chunk": "ModernBertForTokenClassification"}
+    for result in report.values():
+        assert result["max_abs_diff"] < 1e-5 and result["served"] == 2
+    with pytest.raises(ElectraError, match="span tasks .* not supported for the modern"):
+        FinetuneModel(build_encoder(modern_config(vocab_size)), "span", 2)

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.model.encoder import Encoder, init_weights
+from electra.model.encoder import Encoder, EncoderConfig, init_weights, is_modern
 from electra.model.squad_head import SquadHead, SquadHeadOutput
-from electra.model.task_heads import RegressionHead, SequenceHead, TokenHead
+from electra.model.task_heads import PredictionHead, RegressionHead, SequenceHead, TokenHead
 from electra.tasks.squad.head import split_outputs
 
 
@@ -39,12 +39,21 @@ HEADS = {"sequence": SequenceHead, "regression": RegressionHead, "token": TokenH
          "span": SpanHead}
 
 
-def make_head(kind: str, hidden: int, num_outputs: int, dropout: float,
-              initializer_range: float) -> nn.Module:
+def make_head(kind: str, cfg: EncoderConfig, num_outputs: int, dropout: float) -> nn.Module:
+    """A task head for an encoder of config `cfg`. The modern architecture's sequence and token
+    heads put ModernBERT's prediction head before the classifier, as its task classes do."""
     if kind not in HEADS:
         raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
-    head = HEADS[kind](hidden, num_outputs, dropout)
-    init_weights(head, initializer_range)
+    if is_modern(cfg):
+        if kind == "span":
+            raise ElectraError("span tasks (SQuAD) are not supported for the modern "
+                               "architecture yet: its head is XLNet's, which "
+                               "ModernBertForQuestionAnswering cannot express")
+        head = HEADS[kind](cfg.hidden_size, num_outputs, dropout,
+                           PredictionHead(cfg.hidden_size, cfg.layer_norm_eps))
+    else:
+        head = HEADS[kind](cfg.hidden_size, num_outputs, dropout)
+    init_weights(head, cfg.initializer_range)
     return head
 
 
@@ -55,8 +64,7 @@ class FinetuneModel(nn.Module):
                  head: nn.Module | None = None):
         super().__init__()
         self.encoder = encoder
-        self.task_head = head or make_head(head_kind, encoder.config.hidden_size, num_outputs,
-                                           dropout, encoder.config.initializer_range)
+        self.task_head = head or make_head(head_kind, encoder.config, num_outputs, dropout)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | SquadHeadOutput:
         hidden = self.encoder(batch["input_ids"], batch["token_type_ids"],

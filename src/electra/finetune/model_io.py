@@ -5,6 +5,9 @@ A fine-tuned model directory is a Hugging Face directory with its labels in conf
 finetune.json (task, settings, scores) for `electra evaluate/predict`:
 - a tagger with a paper architecture is `transformers`' own `ElectraForTokenClassification`
   (dropout + linear per token: our head exactly);
+- a modern-architecture classifier or tagger is `transformers`' own
+  `ModernBertForSequenceClassification` / `ModernBertForTokenClassification` (a multi-task
+  one is served as `ModernBertModel`);
 - every other model (the GLUE head on [CLS] without a pooler, the sigmoid regression head,
   XLNet's SQuAD head, anything with ALiBi) is remote code (`electra.model.hf`): the encoder
   under `electra.`, the head under `task_head.` (a multi-task model's under
@@ -22,6 +25,7 @@ import torch
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
+from electra.model import modern_hf
 from electra.model.hf import (
     _load_strict,
     encoder_from_hf,
@@ -80,11 +84,16 @@ def load_finetuned(model_dir: str | Path
     encoder = build_encoder(cfg)
     if "tasks" in info:
         model = MultitaskModel(encoder, {
-            t["task"]["name"]: make_head(t["head_kind"], cfg.hidden_size, t["num_outputs"], 0.1,
-                                         cfg.initializer_range) for t in info["tasks"]})
+            t["task"]["name"]: make_head(t["head_kind"], cfg, t["num_outputs"], 0.1)
+            for t in info["tasks"]})
     else:
         model = FinetuneModel(encoder, info["head_kind"], info["num_outputs"])
     _load_strict(model.encoder, encoder_from_hf(state, cfg), model_dir)
+    if cfg.is_modern and "tasks" not in info:
+        names = list(model.task_head.state_dict())
+        _load_strict(model.task_head, modern_hf.head_from_modernbert(
+            state, names, modern_hf.TASK_HEAD_RENAMES), model_dir)
+        return model, load_tokenizer(model_dir), info
     if "tasks" in info:
         head, prefix = model.task_heads, "task_heads."
     elif "classifier.weight" in state:  # transformers' ElectraForTokenClassification
@@ -106,6 +115,8 @@ def _native(model: FinetuneModel | MultitaskModel, info: dict) -> bool:
 def finetuned_config(model: FinetuneModel | MultitaskModel, info: dict) -> dict:
     """config.json of a fine-tuned model, in the layout the module docstring describes."""
     cfg = model.encoder.config
+    if cfg.is_modern:
+        return _modern_files(model, info)[0]
     if isinstance(model, MultitaskModel):
         return remote_code_config(cfg, "encoder")
     config = hf_config(cfg, "ElectraForTokenClassification") if _native(model, info) \
@@ -117,6 +128,8 @@ def finetuned_files(model: FinetuneModel | MultitaskModel, info: dict
                     ) -> tuple[dict, dict[str, torch.Tensor]]:
     """(config.json, state dict) of a fine-tuned model."""
     encoder = model.encoder
+    if encoder.config.is_modern:
+        return _modern_files(model, info)
     if isinstance(model, MultitaskModel):
         state = {**_prefixed("electra.", encoder.state_dict()),
                  **_prefixed("task_heads.", model.task_heads.state_dict())}
@@ -127,6 +140,28 @@ def finetuned_files(model: FinetuneModel | MultitaskModel, info: dict
         state = {**_prefixed("electra.", encoder.state_dict()),
                  **_prefixed("task_head.", model.task_head.state_dict())}
     return finetuned_config(model, info), state
+
+
+def _modern_files(model: FinetuneModel | MultitaskModel, info: dict
+                  ) -> tuple[dict, dict[str, torch.Tensor]]:
+    """A modern-architecture model in ModernBERT's layout: a single-task model as the matching
+    ModernBertFor... class; a multi-task one as ModernBertModel (the encoder, which is what
+    transformers serves), its heads under `task_heads.` for electra's own readers."""
+    cfg, encoder = model.encoder.config, model.encoder
+    if isinstance(model, MultitaskModel):
+        state = {**modern_hf.encoder_to_modernbert(encoder.state_dict(), prefix=""),
+                 **_prefixed("task_heads.", model.task_heads.state_dict())}
+        return modern_hf.modernbert_config(cfg, "ModernBertModel"), state
+    kind = info["head_kind"]
+    if kind not in modern_hf.TASK_CLASSES:
+        raise ElectraError(f"a {kind!r} head (task {info['task']['name']}) has no ModernBert "
+                           f"class that computes it; the modern architecture exports "
+                           f"{', '.join(modern_hf.TASK_CLASSES)} heads")
+    config = modern_hf.modernbert_config(cfg, modern_hf.TASK_CLASSES[kind])
+    state = {**modern_hf.encoder_to_modernbert(encoder.state_dict()),
+             **modern_hf.head_to_modernbert(model.task_head.state_dict(),
+                                            modern_hf.TASK_HEAD_RENAMES)}
+    return {**config, **label_fields(info)}, state
 
 
 def label_fields(info: dict) -> dict:

@@ -39,6 +39,8 @@ def parameter_depth(name: str, num_layers: int, style: str = "dissertation") -> 
         return num_layers - int(m.group(1)) + extra
     if name.startswith(("encoder.embeddings.", "encoder.embeddings_project.")):
         return num_layers + 1 + extra
+    if name.startswith("encoder.final_norm."):  # the modern architecture's, on the last layer
+        return 1 + extra
     raise ElectraError(f"no layer-wise learning rate rule for parameter {name!r}")
 
 

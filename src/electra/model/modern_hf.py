@@ -34,9 +34,15 @@ _LAYER_RENAMES = {
     "ffn_in": "mlp.Wi",
     "ffn_out": "mlp.Wo",
 }
-# Our pre-training heads -> ModernBERT's prediction head (`head.`) and output layer.
-_HEAD_RENAMES = {"dense": "head.dense", "LayerNorm": "head.norm",
-                 "dense_prediction": "classifier"}
+# Our pre-training heads (DiscriminatorHead, GeneratorHead) and task heads (SequenceHead and
+# TokenHead with a PredictionHead) -> ModernBERT's prediction head (`head.`) and classifier.
+PRETRAINING_HEAD_RENAMES = {"dense": "head.dense", "LayerNorm": "head.norm",
+                            "dense_prediction": "classifier"}
+TASK_HEAD_RENAMES = {"transform.dense": "head.dense", "transform.norm": "head.norm",
+                     "out": "classifier"}
+# A fine-tuned model's head kind -> the ModernBert class that computes it.
+TASK_CLASSES = {"sequence": "ModernBertForSequenceClassification",
+                "token": "ModernBertForTokenClassification"}
 
 
 def is_modern_discriminator(raw: dict) -> bool:
@@ -207,22 +213,24 @@ def encoder_from_modernbert(state: dict[str, torch.Tensor], cfg: ModelConfig
     return out
 
 
-def head_to_modernbert(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A pre-training head's (DiscriminatorHead's, GeneratorHead's) state under ModernBERT's
-    names."""
+def head_to_modernbert(state: dict[str, torch.Tensor],
+                       renames: dict[str, str] = PRETRAINING_HEAD_RENAMES
+                       ) -> dict[str, torch.Tensor]:
+    """A head's state under ModernBERT's names (`renames`: one of the tables above)."""
     out = {}
     for name, tensor in state.items():
         module, kind = name.rsplit(".", 1)
-        out[f"{_HEAD_RENAMES[module]}.{kind}"] = tensor
+        out[f"{renames[module]}.{kind}"] = tensor
     return out
 
 
-def head_from_modernbert(state: dict[str, torch.Tensor], names: list[str]
+def head_from_modernbert(state: dict[str, torch.Tensor], names: list[str],
+                         renames: dict[str, str] = PRETRAINING_HEAD_RENAMES
                          ) -> dict[str, torch.Tensor]:
     """The inverse of `head_to_modernbert` for a head with parameters `names`."""
     out = {}
     for name in names:
-        key = next(iter(head_to_modernbert({name: torch.empty(0)})))
+        key = next(iter(head_to_modernbert({name: torch.empty(0)}, renames)))
         if key not in state:
             raise ElectraError(f"checkpoint lacks {key}")
         out[name] = state[key]

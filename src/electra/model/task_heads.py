@@ -16,19 +16,42 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .squad_head import serving_p_mask
 
 
-class SequenceHead(nn.Module):
-    def __init__(self, hidden: int, num_outputs: int, dropout: float):
+class PredictionHead(nn.Module):
+    """ModernBERT's prediction head (ModernBertPredictionHead): dense H->H without bias, GELU,
+    LayerNorm without bias; its task classes put it between the encoder and the classifier."""
+
+    def __init__(self, hidden: int, eps: float):
         super().__init__()
+        self.dense = nn.Linear(hidden, hidden, bias=False)
+        self.norm = nn.LayerNorm(hidden, eps=eps, bias=False)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.norm(F.gelu(self.dense(hidden)))
+
+
+class SequenceHead(nn.Module):
+    """`transform`: None for the BERT architecture (ELECTRA's linear layer on [CLS]); the
+    modern architecture's `PredictionHead` (ModernBertForSequenceClassification's head with
+    "cls" pooling)."""
+
+    def __init__(self, hidden: int, num_outputs: int, dropout: float,
+                 transform: nn.Module | None = None):
+        super().__init__()
+        self.transform = transform
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden, num_outputs)
 
+    def features(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden if self.transform is None else self.transform(hidden)
+
     def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
-        return self.out(self.dropout(hidden[:, 0]))
+        return self.out(self.dropout(self.features(hidden[:, 0])))
 
     def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
         values = output.float().cpu().numpy()
@@ -44,7 +67,7 @@ class RegressionHead(SequenceHead):
 
 class TokenHead(SequenceHead):
     def forward(self, hidden: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
-        return self.out(self.dropout(hidden))
+        return self.out(self.dropout(self.features(hidden)))
 
     def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
         values = output.float().cpu().numpy()

@@ -172,8 +172,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
 
     def make_model(enc: torch.nn.Module) -> MultitaskModel:
         return MultitaskModel(enc, {
-            name: make_head(t.head_kind, enc.config.hidden_size, t.num_outputs,
-                            settings.dropout, enc.config.initializer_range)
+            name: make_head(t.head_kind, enc.config, t.num_outputs, settings.dropout)
             for name, t in tasks.items()})
 
     def evaluate(model: MultitaskModel, seed: int) -> SeedScores:

@@ -11,7 +11,7 @@ are one loop with different targets:
         # -100 for ignored positions) and "example_index" (its example's position). A span task
         # may emit several features per example (document stride); each names its example.
     batch = task.collate(features, pad_id)         # padded tensors
-    head = HEADS[task.head_kind](hidden, task.num_outputs, dropout)  # electra.finetune.heads
+    head = make_head(task.head_kind, encoder_cfg, task.num_outputs, dropout)  # finetune.heads
     loss = task.loss(output, batch)                # to "targets" if given (distillation), else
                                                    # to the gold "labels"
     preds = task.postprocess(examples, features, outputs)
