@@ -29,6 +29,7 @@ from electra.fileutil import staged_dir
 from electra.finetune.model_io import finetuned_config
 from electra.model.encoder import Encoder, known_padding
 from electra.model.hf import read_config_json
+from electra.model.modern import ModernEncoder
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")
@@ -90,8 +91,10 @@ def export_graph(served: Served, path: Path, batch: dict[str, torch.Tensor]) -> 
     front (`known_padding`), so the graph has no data-dependent branch."""
     from torch.export import Dim
 
-    [encoder] = [m for m in served.module.modules() if isinstance(m, Encoder)]
+    [encoder] = [m for m in served.module.modules() if isinstance(m, (Encoder, ModernEncoder))]
     encoder.set_attention_impl("eager")
+    if isinstance(encoder, ModernEncoder):
+        encoder.blockwise = False  # no branch on the sequence length
     max_len = encoder.config.max_position_embeddings
     batch_dim, seq_dim = Dim("batch", min=1, max=4096), Dim("sequence", min=2, max=max_len)
     shapes = {name: {0: batch_dim, 1: seq_dim} for name in INPUT_NAMES}

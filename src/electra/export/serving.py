@@ -23,6 +23,8 @@ from electra.model.hf import (
     read_config_json,
     write_model_files,
 )
+from electra.model.modern import ModernEncoder
+from electra.model.modern_hf import is_modern_discriminator
 from electra.model.networks import Discriminator, Generator
 from electra.model.task_heads import serving_outputs
 from electra.tokenizer import special_token_ids
@@ -88,16 +90,18 @@ def load_served(model_dir: str | Path, task: str | None = None) -> Served:
     if task is not None:
         raise ElectraError(f"{model_dir}: --task is for multi-task models, and this is not a "
                            f"fine-tuned model (no {FINETUNE_FILE})")
-    arch = architecture_of(read_config_json(model_dir))
-    if arch in ("ElectraForPreTraining", "ElectraForMaskedLM", "BertForMaskedLM"):
+    raw = read_config_json(model_dir)
+    arch = architecture_of(raw)
+    if arch in ("ElectraForPreTraining", "ElectraForMaskedLM", "BertForMaskedLM",
+                "ModernBertForMaskedLM") or is_modern_discriminator(raw):
         loaded: nn.Module = load_pretrained(model_dir)
         kind = "discriminator" if isinstance(loaded, Discriminator) else "generator"
-    elif arch in ("ElectraModel", "BertModel", ""):
+    elif arch in ("ElectraModel", "BertModel", "ModernBertModel", ""):
         loaded, kind = load_encoder(model_dir), "encoder"
     else:
         raise ElectraError(f"{model_dir}: architecture {arch!r} is not a model electra serves "
                            "(a discriminator, generator, encoder or fine-tuned model)")
-    assert isinstance(loaded, (Discriminator, Generator, Encoder))
+    assert isinstance(loaded, (Discriminator, Generator, Encoder, ModernEncoder))
     return Served(ServingModel(loaded, kind, None).eval(), kind, output_names(kind), None)
 
 

@@ -221,6 +221,9 @@ class ModernEncoder(nn.Module):
         self.embeddings_project = None  # E = H: nothing to project
         self.layers = nn.ModuleList(ModernLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.final_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False)
+        # Windowed attention blockwise (True), dense (False), or by length (None: blockwise
+        # above 1.5 windows). A traced graph (ONNX) takes dense: one graph for every length.
+        self.blockwise: bool | None = None
 
     def set_attention_impl(self, impl: str) -> None:
         if impl not in ATTENTION_IMPLS:
@@ -241,7 +244,9 @@ class ModernEncoder(nn.Module):
         local = local_rotary = None
         if False in kinds:
             half = cfg.local_attention // 2
-            blocked = 2 * s > 3 * cfg.local_attention  # the blocks' spans are shorter than S
+            blocked = self.blockwise
+            if blocked is None:
+                blocked = 2 * s > 3 * cfg.local_attention  # the blocks' spans are shorter than S
             mask = (blocked_window_mask if blocked else window_mask)(s, half, keep, x.device)
             local = LocalWindow(half, mask, blocked)
             local_rotary = rotary_tables(s, head_dim, cfg.local_rope_theta, x.dtype, x.device)
