@@ -31,9 +31,15 @@ def tiny_cfg(**kw) -> ModelConfig:
     return ModelConfig(**{**base, **kw})
 
 
-def model(seed: int = 0, **kw) -> TwoTowerGenerator:
+# The modern architecture's towers: ModernBERT layers under causal masks, with a window of 4
+# (keys at most 2 away) so that the window is in play at these lengths.
+ARCHITECTURES = {"bert": {}, "modern": {"architecture": "modern", "embedding_size": H,
+                                        "local_attention": 4, "num_hidden_layers": 3}}
+
+
+def model(seed: int = 0, arch: str = "bert", **kw) -> TwoTowerGenerator:
     torch.manual_seed(seed)
-    m = TwoTowerGenerator(tiny_cfg(**kw))
+    m = TwoTowerGenerator(tiny_cfg(**ARCHITECTURES[arch], **kw))
     init_weights(m, 0.2)  # larger than 0.02 so every dependency is numerically visible
     return m.eval()
 
@@ -42,10 +48,11 @@ def ids(batch: int = 2, seq: int = 10, seed: int = 1) -> torch.Tensor:
     return torch.randint(5, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
 
 
-def test_no_position_sees_its_own_token_dissertation_5_1_5():
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_no_position_sees_its_own_token_dissertation_5_1_5(arch):
     """q(x_t | x without t): replacing x_t leaves position t's distribution unchanged and
     changes its neighbours' (the previous/next states, not the current ones, are used)."""
-    m, x = model(), ids(batch=1)
+    m, x = model(arch=arch), ids(batch=1)
     base = m(x)
     for t in range(x.shape[1]):
         changed = x.clone()
@@ -57,8 +64,9 @@ def test_no_position_sees_its_own_token_dissertation_5_1_5():
                 assert (out[0, nb] - base[0, nb]).abs().max() > 1e-4, (t, nb)
 
 
-def test_gradient_of_position_t_wrt_its_own_input_is_zero():
-    m, x = model(), ids(batch=1, seq=8)
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_gradient_of_position_t_wrt_its_own_input_is_zero(arch):
+    m, x = model(arch=arch), ids(batch=1, seq=8)
     captured = {}
 
     def keep(_module, _inputs, output):
@@ -74,8 +82,9 @@ def test_gradient_of_position_t_wrt_its_own_input_is_zero():
     assert all(grad[j].item() > 0 for j in range(8) if j != t)  # both sides are context
 
 
-def test_two_tower_shift_left_half_is_ltr_t_minus_1_right_half_is_rtl_t_plus_1():
-    m, x = model(), ids(batch=1, seq=9)
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_two_tower_shift_left_half_is_ltr_t_minus_1_right_half_is_rtl_t_plus_1(arch):
+    m, x = model(arch=arch), ids(batch=1, seq=9)
     h = m.hidden(x)
     assert h.shape == (1, 9, 2 * H)
     assert torch.equal(h[0, 0, :H], torch.zeros(H))  # no left context at the start: zeros
@@ -90,8 +99,9 @@ def test_two_tower_shift_left_half_is_ltr_t_minus_1_right_half_is_rtl_t_plus_1()
     assert (m.hidden(right_changed)[0, t, H:] - h[0, t, H:]).abs().max() > 1e-4
 
 
-def test_padding_does_not_change_real_positions():
-    m, x = model(), ids(batch=1, seq=7)
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_padding_does_not_change_real_positions(arch):
+    m, x = model(arch=arch), ids(batch=1, seq=7)
     padded = torch.cat([x, torch.zeros(1, 5, dtype=torch.long)], dim=1)
     mask = torch.cat([torch.ones(1, 7, dtype=torch.long), torch.zeros(1, 5, dtype=torch.long)], 1)
     a = m(x, attention_mask=torch.ones_like(x))

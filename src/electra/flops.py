@@ -87,13 +87,23 @@ def layer_flops(model: ModelConfig, seq_len: int) -> float:
     return float((attention + ffn) * s)
 
 
+def layer_flops_at(model: ModelConfig, seq_len: int, index: int) -> float:
+    """Forward FLOPs of layer `index` for one sequence (the modern architecture's layers differ:
+    windowed or global, the first without an attention norm)."""
+    if model.is_modern:
+        return modern_layer_flops(model, seq_len, index)
+    return layer_flops(model, seq_len)
+
+
+def final_norm_flops(model: ModelConfig, seq_len: int) -> float:
+    """The modern architecture's LayerNorm after the last layer (the BERT one has none)."""
+    return float(LAYER_NORM_NO_BIAS_FLOPS * model.hidden_size * seq_len) if model.is_modern else 0.0
+
+
 def layers_flops(model: ModelConfig, seq_len: int) -> float:
-    """Forward FLOPs of all the layers for one sequence (the modern architecture's: windowed
-    and global layers, and the final LayerNorm)."""
-    if not model.is_modern:
-        return model.num_hidden_layers * layer_flops(model, seq_len)
-    return (sum(modern_layer_flops(model, seq_len, i) for i in range(model.num_hidden_layers))
-            + LAYER_NORM_NO_BIAS_FLOPS * model.hidden_size * seq_len)
+    """Forward FLOPs of all the layers for one sequence, and what follows them."""
+    return (sum(layer_flops_at(model, seq_len, i) for i in range(model.num_hidden_layers))
+            + final_norm_flops(model, seq_len))
 
 
 def encoder_flops(model: ModelConfig, seq_len: int) -> float:

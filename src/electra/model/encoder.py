@@ -211,6 +211,10 @@ class Encoder(nn.Module):
                            self.config.alibi_max_slope)
         return alibi if bias is None else bias + alibi
 
+    def after_layers(self, x: torch.Tensor) -> torch.Tensor:
+        """What follows the last layer: nothing here (post-LN layers end normalised)."""
+        return x
+
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.embed(input_ids, token_type_ids)

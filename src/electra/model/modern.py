@@ -237,23 +237,12 @@ class ModernEncoder(nn.Module):
 
     def attention_bias(self, attention_mask: torch.Tensor | None, x: torch.Tensor
                        ) -> ModernAttentionInputs:
-        cfg = self.config
-        s, head_dim = x.shape[1], cfg.hidden_size // cfg.num_attention_heads
-        keep = attention_mask.bool() if has_padding(attention_mask) else None
-        kinds = {layer.is_global for layer in self.layers}
-        local = local_rotary = None
-        if False in kinds:
-            half = cfg.local_attention // 2
-            blocked = self.blockwise
-            if blocked is None:
-                blocked = 2 * s > 3 * cfg.local_attention  # the blocks' spans are shorter than S
-            mask = (blocked_window_mask if blocked else window_mask)(s, half, keep, x.device)
-            local = LocalWindow(half, mask, blocked)
-            local_rotary = rotary_tables(s, head_dim, cfg.local_rope_theta, x.dtype, x.device)
-        return ModernAttentionInputs(
-            global_mask=None if keep is None else keep[:, None, None, :],
-            global_rotary=rotary_tables(s, head_dim, cfg.global_rope_theta, x.dtype, x.device),
-            local=local, local_rotary=local_rotary)
+        return attention_inputs(self.config, attention_mask, x, blockwise=self.blockwise,
+                                has_windowed=not all(layer.is_global for layer in self.layers))
+
+    def after_layers(self, x: torch.Tensor) -> torch.Tensor:
+        """What follows the last layer: the final LayerNorm (pre-LN layers end unnormalised)."""
+        return self.final_norm(x)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -261,4 +250,48 @@ class ModernEncoder(nn.Module):
         inputs = self.attention_bias(attention_mask, x)
         for layer in self.layers:
             x = layer(x, inputs)
-        return self.final_norm(x)
+        return self.after_layers(x)
+
+
+def attention_inputs(cfg: EncoderConfig, attention_mask: torch.Tensor | None, x: torch.Tensor,
+                     blockwise: bool | None = None, has_windowed: bool = True,
+                     causal: str | None = None) -> ModernAttentionInputs:
+    """What every layer's attention reads for input `x` [B, S, H]: key masks and rotary tables
+    by layer kind. `causal` ("left-to-right" or "right-to-left", the two-tower generator's
+    towers): query i also sees only keys j <= i (or j >= i), always itself, and windowed
+    attention is dense. `blockwise`: as `ModernEncoder.blockwise`."""
+    s, head_dim = x.shape[1], cfg.hidden_size // cfg.num_attention_heads
+    keep = attention_mask.bool() if has_padding(attention_mask) else None
+    if causal is None:
+        global_mask = None if keep is None else keep[:, None, None, :]
+    else:
+        global_mask = causal_mask(s, causal, keep, x.device)
+    local = local_rotary = None
+    if has_windowed:
+        half = cfg.local_attention // 2
+        blocked = blockwise if causal is None else False
+        if blocked is None:
+            blocked = 2 * s > 3 * cfg.local_attention  # the blocks' spans are shorter than S
+        if causal is not None:
+            mask = global_mask & window_mask(s, half, None, x.device)
+        else:
+            mask = (blocked_window_mask if blocked else window_mask)(s, half, keep, x.device)
+        local = LocalWindow(half, mask, blocked)
+        local_rotary = rotary_tables(s, head_dim, cfg.local_rope_theta, x.dtype, x.device)
+    return ModernAttentionInputs(
+        global_mask=global_mask,
+        global_rotary=rotary_tables(s, head_dim, cfg.global_rope_theta, x.dtype, x.device),
+        local=local, local_rotary=local_rotary)
+
+
+def causal_mask(seq_len: int, direction: str, keep: torch.Tensor | None, device: torch.device
+                ) -> torch.Tensor:
+    """Boolean [B|1, 1, S, S]: keys j <= i ("left-to-right") or j >= i ("right-to-left"),
+    not padding, and always the query itself (so no row is empty)."""
+    pos = torch.arange(seq_len, device=device)
+    later = pos[None, :] >= pos[:, None]
+    allowed = (later if direction == "right-to-left" else pos[None, :] <= pos[:, None])[None]
+    if keep is not None:
+        allowed = allowed & (keep[:, None, :] | torch.eye(seq_len, dtype=torch.bool,
+                                                          device=device)[None])
+    return allowed[:, None]

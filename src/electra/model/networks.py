@@ -12,9 +12,10 @@ from electra.model.encoder import (
     Encoder,
     EncoderConfig,
     GeneratorHead,
+    TransformerLayer,
     is_modern,
 )
-from electra.model.modern import ModernEncoder
+from electra.model.modern import ModernEncoder, ModernLayer
 
 
 def build_encoder(cfg: EncoderConfig, embeddings: nn.Module | None = None) -> Encoder:
@@ -24,6 +25,12 @@ def build_encoder(cfg: EncoderConfig, embeddings: nn.Module | None = None) -> En
     if is_modern(cfg):
         return ModernEncoder(cfg, embeddings)
     return Encoder(cfg, embeddings)
+
+
+def make_layer(cfg: EncoderConfig, index: int) -> nn.Module:
+    """Layer `index` of an encoder of config `cfg` (for networks built of layers, beside an
+    encoder: TEAMS' extra RTD layer, the two-tower generator's towers)."""
+    return ModernLayer(cfg, index) if is_modern(cfg) else TransformerLayer(cfg)
 
 
 class Discriminator(nn.Module):

@@ -27,8 +27,10 @@ from torch import nn
 from electra import flops
 from electra.config import ModelConfig
 from electra.errors import ElectraError
-from electra.model.encoder import Embeddings, GeneratorHead, TransformerLayer, has_padding
+from electra.model.encoder import Embeddings, GeneratorHead, has_padding
 from electra.model.hf import read_config_json, write_model_dir
+from electra.model.modern import ModernEmbeddings, attention_inputs
+from electra.model.networks import make_layer
 
 ARCHITECTURE = "ElectraTwoTowerCloze"
 MODEL_TYPE = "electra-two-tower"
@@ -61,11 +63,18 @@ class TwoTowerGenerator(nn.Module):
     def __init__(self, cfg: ModelConfig, embeddings: Embeddings | None = None):
         super().__init__()
         self.config = cfg
-        self.embeddings = embeddings if embeddings is not None else Embeddings(cfg)
+        if embeddings is None:
+            embeddings = ModernEmbeddings(cfg) if cfg.is_modern else Embeddings(cfg)
+        self.embeddings = embeddings
         self.embeddings_project = (nn.Linear(cfg.embedding_size, cfg.hidden_size)
                                    if cfg.embedding_size != cfg.hidden_size else None)
-        self.ltr_layers = nn.ModuleList(TransformerLayer(cfg) for _ in range(cfg.num_hidden_layers))
-        self.rtl_layers = nn.ModuleList(TransformerLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        layers = range(cfg.num_hidden_layers)
+        self.ltr_layers = nn.ModuleList(make_layer(cfg, i) for i in layers)
+        self.rtl_layers = nn.ModuleList(make_layer(cfg, i) for i in layers)
+        # The modern architecture's towers end with its final LayerNorm, each its own.
+        self.ltr_norm, self.rtl_norm = (
+            (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False) for _ in "lr")
+            if cfg.is_modern else (nn.Identity(), nn.Identity()))
         self.cloze_head = GeneratorHead(dataclasses.replace(cfg, hidden_size=2 * cfg.hidden_size))
         self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
@@ -79,12 +88,17 @@ class TwoTowerGenerator(nn.Module):
             x = self.embeddings_project(x)
         b, s = input_ids.shape
         ltr, rtl = x, x
-        ltr_bias = causal_bias(attention_mask, b, s, False, x.dtype, x.device)
-        rtl_bias = causal_bias(attention_mask, b, s, True, x.dtype, x.device)
+        if self.config.is_modern:
+            ltr_bias, rtl_bias = (attention_inputs(self.config, attention_mask, x, causal=d)
+                                  for d in ("left-to-right", "right-to-left"))
+        else:
+            ltr_bias = causal_bias(attention_mask, b, s, False, x.dtype, x.device)
+            rtl_bias = causal_bias(attention_mask, b, s, True, x.dtype, x.device)
         for layer in self.ltr_layers:
             ltr = layer(ltr, ltr_bias)
         for layer in self.rtl_layers:
             rtl = layer(rtl, rtl_bias)
+        ltr, rtl = self.ltr_norm(ltr), self.rtl_norm(rtl)
         zero = ltr.new_zeros(b, 1, ltr.shape[-1])
         prev_ltr = torch.cat([zero, ltr[:, :-1]], dim=1)
         next_rtl = torch.cat([rtl[:, 1:], zero.to(rtl.dtype)], dim=1)
@@ -168,13 +182,13 @@ def load_two_tower(model_dir: str | Path) -> TwoTowerGenerator:
 def two_tower_step_breakdown(cfg: ModelConfig, batch_size: int, seq_len: int,
                              prefix: str = "generator") -> dict[str, float]:
     """Training FLOPs of the two-tower generator (section 5.2.2 rules): one embedding pass
-    feeding both towers, 2 x L causal layers (counted as full attention, as the official
+    feeding both towers, 2 x L causal layers (counted as bidirectional attention, as the official
     accounting counts every layer), and the softmax at every position (output fraction 1)."""
     scale = flops.TRAIN_PASSES * batch_size
     wide = dataclasses.replace(cfg, hidden_size=2 * cfg.hidden_size)
     return {
         f"{prefix}.embeddings": scale * flops.embedding_flops(cfg, seq_len),
-        f"{prefix}.layers": scale * 2 * cfg.num_hidden_layers * flops.layer_flops(cfg, seq_len),
+        f"{prefix}.layers": scale * 2 * flops.layers_flops(cfg, seq_len),
         f"{prefix}.head": scale * flops.mlm_head_flops(wide, seq_len, 1.0),
     }
 

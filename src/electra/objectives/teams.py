@@ -36,11 +36,8 @@ from torch import nn
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
-from electra.model.encoder import (
-    TransformerLayer,
-    init_weights,
-)
-from electra.model.networks import Discriminator, Generator
+from electra.model.encoder import init_weights
+from electra.model.networks import Discriminator, Generator, make_layer
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
 from electra.objectives.core import (
     DISCRIMINATOR_METRICS,
@@ -131,8 +128,9 @@ class TeamsObjective(Objective):
             raise ElectraError(f"objective.teams_candidates ({obj_cfg.teams_candidates}) must be "
                                f"smaller than the vocabulary ({model_cfg.vocab_size})")
         self.discriminator = Discriminator(model_cfg)
-        # Attention-based task-specific head for RTD, fed by layer L-1 (section 3.2).
-        self.rtd_layer = TransformerLayer(model_cfg)
+        # Attention-based task-specific head for RTD, fed by layer L-1 (section 3.2): a second
+        # top layer (for the modern architecture, of the top layer's kind).
+        self.rtd_layer = make_layer(model_cfg, model_cfg.num_hidden_layers - 1)
         self.mws_head = MwsHead(model_cfg)
         disc_encoder = self.discriminator.electra
         self.generator = Generator(dataclasses.replace(model_cfg, num_hidden_layers=gen_layers),
@@ -159,13 +157,14 @@ class TeamsObjective(Objective):
                          + 2 * e * c + flops.SOFTMAX_FLOPS * c + 2 * c)
         return {
             "discriminator.embeddings": scale * flops.embedding_flops(model_cfg, seq_len),
-            "discriminator.layers": scale * model_cfg.num_hidden_layers
-            * flops.layer_flops(model_cfg, seq_len),
-            "discriminator.rtd_layer": scale * flops.layer_flops(model_cfg, seq_len),
+            "discriminator.layers": scale * flops.layers_flops(model_cfg, seq_len),
+            "discriminator.rtd_layer": scale * (
+                flops.layer_flops_at(model_cfg, seq_len, model_cfg.num_hidden_layers - 1)
+                + flops.final_norm_flops(model_cfg, seq_len)),
             "discriminator.head": scale * flops.binary_head_flops(model_cfg, seq_len),
             "discriminator.mws_head": scale * frac * mws_per_token * seq_len,
             "generator.embeddings": scale * flops.embedding_flops(gen, seq_len),
-            "generator.layers": scale * gen.num_hidden_layers * flops.layer_flops(gen, seq_len),
+            "generator.layers": scale * flops.layers_flops(gen, seq_len),
             "generator.head": scale * flops.mlm_head_flops(gen, seq_len, frac),
         }
 
@@ -175,7 +174,7 @@ class TeamsObjective(Objective):
     def discriminator_states(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
                              attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(MWS representations: layer L's output, RTD representations: the extra layer over
-        layer L-1's output)."""
+        layer L-1's output; each followed by what follows the encoder's last layer)."""
         enc = self.discriminator.electra
         x = enc.embed(input_ids, token_type_ids)
         bias = enc.attention_bias(attention_mask, x)  # as Encoder.forward: ALiBi too
@@ -184,7 +183,7 @@ class TeamsObjective(Objective):
             if i == len(enc.layers) - 1:
                 below_top = x
             x = layer(x, bias)
-        return x, self.rtd_layer(below_top, bias)
+        return enc.after_layers(x), enc.after_layers(self.rtd_layer(below_top, bias))
 
     @staticmethod
     def generator_model_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> ModelConfig:
