@@ -137,7 +137,15 @@ BAD_CONFIGS = {
                                   "generator multiplier 0.3 does not give whole sizes"),
     "dropout out of range": (["--set", "model.hidden_dropout_prob=1.5"], "hidden_dropout_prob"),
     "sequence longer than positions": (["--set", "model.max_position_embeddings=16"],
-                                       "exceeds the model's max_position_embeddings"),
+                                       "exceeds model.max_position_embeddings (16"),
+    "modern architecture, unusable window": (["--preset", "tiny-modern", "--set",
+                                              "model.embedding_size=32", "--set",
+                                              "model.local_attention=7"],
+                                             "model.local_attention must be an even number"),
+    "modern architecture, narrow tied generator": (
+        ["--preset", "tiny-modern", "--set", "model.embedding_size=32", "--set",
+         "objective.generator_multiplier=0.5"],
+        "objective.generator_multiplier=1.0"),
 }
 
 

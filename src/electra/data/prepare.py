@@ -45,13 +45,17 @@ from electra.data.split import (
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, staged_dir
+from electra.presets import PRESETS
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenizer_info, vocab_checksum
 
 FORMAT = "electra-pretraining-shards"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 SHARD_ARRAYS = ("tokens", "offsets", "sep_index")
-MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 512
+# Up to the longest positions of any preset (the modern ones: 8,192); `electra pretrain` then
+# refuses data longer than its model's max_position_embeddings.
+MIN_SEQ_LEN = 8
+MAX_SEQ_LEN = max(p.model.max_position_embeddings for p in PRESETS.values())
 # Documents are tokenized in chunks of at most `batch_docs` documents and MAX_BATCH_CHARS
 # characters; at most CHUNKS_PER_WORKER chunks per worker are in flight at a time.
 MAX_BATCH_CHARS = 1 << 22

@@ -146,8 +146,10 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     cfg.model.vocab_size = data.vocab_size
     cfg.model.pad_token_id = data.pad_id  # config.json's pad_token_id: the tokenizer's
     if data.seq_len > cfg.model.max_position_embeddings:
-        raise ElectraError(f"{data_dir}: sequence length {data.seq_len} exceeds the model's "
-                           f"max_position_embeddings {cfg.model.max_position_embeddings}")
+        raise ElectraError(f"{data_dir}: sequence length {data.seq_len} exceeds "
+                           f"model.max_position_embeddings ({cfg.model.max_position_embeddings}"
+                           f", preset {cfg.preset}); prepare shorter sequences or use a preset "
+                           f"with more positions (the modern ones have 8192)")
     if init is not None:
         check_vocabulary(init, data_dir, data.vocab_checksum, data.vocab_size)
     cfg.validate()
