@@ -144,7 +144,7 @@ BAD_CONFIGS = {
                                              "model.local_attention must be an even number"),
     "modern architecture, narrow tied generator": (
         ["--preset", "tiny-modern", "--set", "model.embedding_size=32", "--set",
-         "objective.generator_multiplier=0.5"],
+         "objective.generator_layers=1", "--set", "objective.generator_multiplier=0.5"],
         "objective.generator_multiplier=1.0"),
 }
 
