@@ -19,6 +19,7 @@ It also holds the efficiency ladder's objectives and the generator sizes with th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from electra.config import PretrainConfig
+from electra.config import PRESETS, PretrainConfig
 from electra.data.dataset import PretrainingDataset
 from electra.objectives import objective_step_flops
 from electra.pretrain.heldout import build_fixed_corruptions
@@ -87,6 +88,19 @@ def generator_variant(size: float) -> str:
 
 
 GENERATOR_SIZES = (0.125, 0.25, 0.5, 1.0)  # section 5.3.2's sweep at tiny scale
+# What the `tiny-modern` preset changes in `tiny`: ModernBERT's architecture, a generator as wide
+# and half as deep (docs/experiments/modern.md).
+TINY_MODERN = {
+    **{f"model.{key}": value
+       for key, value in dataclasses.asdict(PRESETS["tiny-modern"].model).items()
+       if getattr(PRESETS["tiny"].model, key) != value},
+    "objective.generator_multiplier": PRESETS["tiny-modern"].generator_multiplier,
+    "objective.generator_layers": PRESETS["tiny-modern"].generator_layers}
+VARIANTS.update({
+    "modern": (TINY_MODERN, "tiny-modern: ModernBERT's architecture with ELECTRA"),
+    "mlm+modern": ({**TINY_MODERN, "objective.name": "mlm"},
+                   "tiny-modern with BERT's MLM, equal FLOPs"),
+})
 VARIANTS.update({
     ladder_variant(objective): (
         {"objective.name": objective, **ALIBI_STEEP},

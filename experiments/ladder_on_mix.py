@@ -51,11 +51,14 @@ VARIANTS = list(dict.fromkeys(v for v, _ in OBJECTIVES + GENERATORS))
 CURVES = ("heldout_auc_unigram", "heldout_mlm_acc", "heldout_gen_acc")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: list[str] | None = None, variants: list[str] = VARIANTS,
+               description: str = __doc__) -> argparse.Namespace:
+    """The driver's options; `variants`: what --only may name (another study on this data,
+    e.g. `modern_on_mix`, passes its own)."""
+    p = argparse.ArgumentParser(description=description.split("\n")[0])
     p.add_argument("--work", type=Path, default=Path("runs/ladder_mix"))
     p.add_argument("--only", help=f"comma-separated variants to train (default: all of "
-                   f"{', '.join(VARIANTS)})")
+                   f"{', '.join(variants)})")
     p.add_argument("--seeds", default="1", help="pre-training seeds (default: 1)")
     p.add_argument("--finetune-seeds", type=int, default=3,
                    help="fine-tuning seeds per task and model (default: 3; medians)")
@@ -63,10 +66,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--glue", type=Path, default=SHARED / "glue")
     p.add_argument("--corpus-dir", type=Path, default=SHARED / "corpus")
     args = p.parse_args(argv)
-    args.variants = args.only.split(",") if args.only else VARIANTS
-    unknown = [v for v in args.variants if v not in VARIANTS]
+    args.variants = args.only.split(",") if args.only else variants
+    unknown = [v for v in args.variants if v not in variants]
     if unknown:
-        p.error(f"--only: unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+        p.error(f"--only: unknown variants {unknown}; known: {', '.join(variants)}")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
@@ -115,6 +118,18 @@ def exported_encoder(run: Path) -> Path:
     raise ElectraError(f"{run}: no final/discriminator or final/model (did it finish?)")
 
 
+def baseline_dir(work: Path, variant: str) -> Path:
+    """The random-init baseline a variant's model is compared with: one per architecture
+    (`tiny-local`'s ALiBi encoder, every ladder variant's, is "baseline"; plain `tiny` and
+    `tiny-modern` have their own)."""
+    overrides = context_study.VARIANTS[variant][0]
+    if overrides.get("model.architecture") == "modern":
+        return work / "transfer" / "baseline-modern"
+    if overrides.get("model.position_bias", "none") == "none":
+        return work / "transfer" / "baseline-tiny"
+    return work / "transfer" / "baseline"
+
+
 def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
     """Pre-train (cached, resumable) and fine-tune (cached per task and seed) one model."""
     pretrain = args.work / "pretrain"
@@ -125,17 +140,18 @@ def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
     finetune_transfer.main([
         "--model", str(exported_encoder(run_dir(args.work, variant, seed))),
         "--work", str(args.work / "transfer" / f"{variant}-s{seed}"),
-        "--baseline", str(args.work / "transfer" / "baseline"), "--glue", str(args.glue),
+        "--baseline", str(baseline_dir(args.work, variant)), "--glue", str(args.glue),
         "--tasks", ",".join(TASKS), "--seeds", str(args.finetune_seeds),
         "--layerwise-decay", "1.0"])
 
 
-def finished(work: Path) -> dict[str, list[dict]]:
-    """Every model whose pre-training and fine-tuning both finished, by variant, seed order."""
+def finished(work: Path, variants: list[str] = VARIANTS) -> dict[str, list[dict]]:
+    """Every model of `variants` whose pre-training and fine-tuning both finished, by variant,
+    seed order."""
     models: dict[str, list[dict]] = {}
     for transfer in sorted((work / "transfer").glob("*-s*")):
         name = re.fullmatch(r"(.+)-s(\d+)", transfer.name)
-        if not name or name[1] not in VARIANTS:
+        if not name or name[1] not in variants:
             continue
         variant, seed = name[1], int(name[2])
         results = transfer / "results.json"
