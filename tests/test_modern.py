@@ -494,3 +494,46 @@ def test_onnx_export_runs_like_pytorch(tmp_path, vocab_dir):
     [got] = session.run(None, {n: batch[n].numpy() for n in INPUT_NAMES})
     real = batch["attention_mask"].bool()
     assert float((torch.from_numpy(got)[real] - expected[real]).abs().max()) < 1e-4
+
+
+# --- long context ----------------------------------------------------------------------------
+
+def test_pretrain_and_finetune_at_1024_tokens(tmp_path, corpus_file, vocab_dir, capsys):
+    """Data prepared at 1,024 tokens (above the BERT presets' 512 positions) pre-trains a modern
+    model, and fine-tuning runs at --max-seq-len 1024 on inputs longer than that."""
+    from electra.cli import main as electra
+    from electra.data.prepare import prepare_corpus
+
+    data = prepare_corpus([corpus_file], vocab_dir, 1024, tmp_path / "data", heldout_fraction=0.1,
+                          shard_tokens=20_000, batch_docs=32, show_progress=False)
+    assert data["seq_len"] == 1024
+    run = tmp_path / "run"
+    cfg = ["--preset", "tiny-modern", "--set", "model.hidden_size=32", "--set",
+           "model.embedding_size=32", "--set", "model.intermediate_size=48", "--set",
+           "model.num_hidden_layers=4", "--set", "model.local_attention=16", "--set",
+           "objective.generator_layers=2"]
+    assert electra(["pretrain", "--data", str(tmp_path / "data"), "--out", str(run), "--steps",
+                    "2", "--batch-size", "2", "--quiet", *cfg]) == 0
+    words = [line.strip() for line in open(vocab_dir / "vocab.txt", encoding="utf-8")
+             if line.strip().isalpha()][:200]
+    glue = tmp_path / "glue" / "SST-2"
+    glue.mkdir(parents=True)
+    gen = torch.Generator().manual_seed(0)
+    for split, n in (("train", 8), ("dev", 4)):
+        rows = [" ".join(words[i] for i in torch.randint(len(words), (1500,), generator=gen))
+                + f"\t{k % 2}" for k in range(n)]
+        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "ft"
+    assert electra(["finetune", "--model", str(run / "final" / "discriminator"), "--task",
+                    "SST-2", "--data", str(tmp_path / "glue"), "--out", str(out),
+                    "--max-seq-len", "1024", "--epochs", "1", "--seeds", "1", "--batch-size",
+                    "4", "--quiet"]) == 0
+    info = json.loads((out / "model" / "finetune.json").read_text())
+    assert info["settings"]["max_seq_len"] == 1024
+    capsys.readouterr()
+    assert electra(["finetune", "--model", str(run / "final" / "discriminator"), "--task",
+                    "SST-2", "--data", str(tmp_path / "glue"), "--out", str(tmp_path / "ft2"),
+                    "--max-seq-len", "9000", "--quiet"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("max_seq_len 9000 exceeds the model's max_position_embeddings (8192)")
+    assert "\n" not in err and not (tmp_path / "ft2").exists()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from electra.config import ModelConfig
 from electra.device import bf16_note, resolve_device, to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
@@ -74,8 +75,12 @@ class FinetuneSettings:
         for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds", "log_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_seq_len is not None and self.max_seq_len > 512:
-            raise ElectraError(f"max_seq_len {self.max_seq_len} exceeds 512")
+
+    def check_model(self, model_config: ModelConfig) -> None:
+        """Settings the model itself bounds: the sequence length, by its positions."""
+        if self.max_seq_len is not None and self.max_seq_len > model_config.max_position_embeddings:
+            raise ElectraError(f"max_seq_len {self.max_seq_len} exceeds the model's "
+                               f"max_position_embeddings ({model_config.max_position_embeddings})")
         if self.lr is not None and self.lr <= 0:
             raise ElectraError(f"--lr must be positive, got {self.lr}")
         if self.layerwise_decay is not None and not 0 < self.layerwise_decay <= 1:
@@ -413,6 +418,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     device = resolve_device(settings.device, settings.bf16)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
+    settings.check_model(encoder.config)
     # Table 5.2, from the size's preset
     size, lr, decay = learning_rates(settings, encoder.config.hidden_size, finetune_defaults)
     epochs = settings.epochs if settings.epochs is not None else task.default_epochs

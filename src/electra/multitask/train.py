@@ -140,6 +140,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     configure_process_for_speed()
     device = resolve_device(settings.device, settings.bf16)
     encoder, tokenizer, _ = load_source(model_dir)
+    settings.check_model(encoder.config)
     # section 3.3, from the size's preset
     size, lr, decay = learning_rates(settings, encoder.config.hidden_size, multitask_defaults)
     settings = dataclasses.replace(settings, max_seq_len=settings.max_seq_len or 128)
