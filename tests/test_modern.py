@@ -537,3 +537,15 @@ def test_pretrain_and_finetune_at_1024_tokens(tmp_path, corpus_file, vocab_dir, 
     err = capsys.readouterr().err.strip()
     assert err.endswith("max_seq_len 9000 exceeds the model's max_position_embeddings (8192)")
     assert "\n" not in err and not (tmp_path / "ft2").exists()
+
+
+def test_long_context_benchmark_reports_memory_per_length(tmp_path):
+    from benchmarks import long_context
+
+    report = long_context.main(["--work", str(tmp_path), "--lengths", "64,128,256",
+                                "--variants", "modern", "--steps", "1"])
+    runs = report["variants"]["modern"]["runs"]
+    assert [r["length"] for r in runs] == [64, 128, 256]
+    assert all(r["step_peak_mb"] > 0 and r["median_step_s"] > 0 for r in runs)
+    assert len(report["variants"]["modern"]["growth"]) == 1
+    assert (tmp_path / "results" / "modern-256.json").is_file()
