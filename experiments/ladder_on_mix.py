@@ -24,6 +24,7 @@ held-out pre-training curves against training FLOPs).
 from __future__ import annotations
 
 import argparse
+import glob
 import gzip
 import json
 import re
@@ -60,6 +61,10 @@ def parse_args(argv: list[str] | None = None, variants: list[str] = VARIANTS,
     p.add_argument("--only", help=f"comma-separated variants to train (default: all of "
                    f"{', '.join(variants)})")
     p.add_argument("--seeds", default="1", help="pre-training seeds (default: 1)")
+    p.add_argument("--budget-steps", type=int, default=BUDGET_STEPS,
+                   help="the budget: the training FLOPs of this many tiny-local ELECTRA steps "
+                   f"(default {BUDGET_STEPS:,}, the recipe's; runs of another budget are kept "
+                   "and tabulated apart)")
     p.add_argument("--finetune-seeds", type=int, default=3,
                    help="fine-tuning seeds per task and model (default: 3; medians)")
     p.add_argument("--table", action="store_true", help="train nothing: tabulate what finished")
@@ -106,8 +111,14 @@ def mix_corpus(args: argparse.Namespace) -> list[str]:
     return [str(fetch_wiki_corpus()), str(args.corpus_dir / "nltk"), str(imdb)]
 
 
-def run_dir(work: Path, variant: str, seed: int) -> Path:
-    return work / "pretrain" / "runs" / f"{variant}-b{BUDGET_STEPS}-s{seed}"
+def run_dir(work: Path, variant: str, seed: int, budget: int = BUDGET_STEPS) -> Path:
+    return work / "pretrain" / "runs" / f"{variant}-b{budget}-s{seed}"
+
+
+def transfer_dir(work: Path, variant: str, seed: int, budget: int = BUDGET_STEPS) -> Path:
+    """Where a model's fine-tuning goes (the recipe's budget untagged, as it always was)."""
+    tag = "" if budget == BUDGET_STEPS else f"-b{budget}"
+    return work / "transfer" / f"{variant}{tag}-s{seed}"
 
 
 def exported_encoder(run: Path) -> Path:
@@ -136,32 +147,30 @@ def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
     built = (pretrain / "data" / "manifest.json").is_file()  # then the text is not read again
     data_dir = context_study.prepare_data(pretrain, None if built else mix_corpus(args))
     overrides, _ = context_study.VARIANTS[variant]
-    context_study.run_variant(variant, overrides, data_dir, pretrain, seed, BUDGET_STEPS)
+    context_study.run_variant(variant, overrides, data_dir, pretrain, seed, args.budget_steps)
     finetune_transfer.main([
-        "--model", str(exported_encoder(run_dir(args.work, variant, seed))),
-        "--work", str(args.work / "transfer" / f"{variant}-s{seed}"),
+        "--model", str(exported_encoder(run_dir(args.work, variant, seed, args.budget_steps))),
+        "--work", str(transfer_dir(args.work, variant, seed, args.budget_steps)),
         "--baseline", str(baseline_dir(args.work, variant)), "--glue", str(args.glue),
         "--tasks", ",".join(TASKS), "--seeds", str(args.finetune_seeds),
         "--layerwise-decay", "1.0"])
 
 
-def finished(work: Path, variants: list[str] = VARIANTS) -> dict[str, list[dict]]:
-    """Every model of `variants` whose pre-training and fine-tuning both finished, by variant,
-    seed order."""
+def finished(work: Path, variants: list[str] = VARIANTS, budget: int = BUDGET_STEPS
+             ) -> dict[str, list[dict]]:
+    """Every model of `variants` at `budget` whose pre-training and fine-tuning both finished,
+    by variant, seed order."""
     models: dict[str, list[dict]] = {}
-    for transfer in sorted((work / "transfer").glob("*-s*")):
-        name = re.fullmatch(r"(.+)-s(\d+)", transfer.name)
-        if not name or name[1] not in variants:
-            continue
-        variant, seed = name[1], int(name[2])
-        results = transfer / "results.json"
-        summary = run_dir(work, variant, seed) / "summary.json"
-        if results.is_file() and summary.is_file():
-            models.setdefault(variant, []).append(
-                {"seed": seed, **model_row(json.loads(results.read_text()),
-                                           json.loads(summary.read_text()))})
-    for rows in models.values():
-        rows.sort(key=lambda r: r["seed"])
+    for variant in variants:
+        seeds = sorted(int(m[1]) for t in (work / "transfer").glob(f"{glob.escape(variant)}*-s*")
+                       if (m := re.fullmatch(r".+-s(\d+)", t.name)))
+        for seed in seeds:
+            results = transfer_dir(work, variant, seed, budget) / "results.json"
+            summary = run_dir(work, variant, seed, budget) / "summary.json"
+            if results.is_file() and summary.is_file():
+                models.setdefault(variant, []).append(
+                    {"seed": seed, **model_row(json.loads(results.read_text()),
+                                               json.loads(summary.read_text()))})
     return models
 
 
@@ -258,22 +267,24 @@ def plot(models: dict[str, list[dict]], out: Path) -> Path | None:
     return out
 
 
-def curves(work: Path, models: dict[str, list[dict]], out: Path) -> Path | None:
+def curves(work: Path, models: dict[str, list[dict]], out: Path, budget: int = BUDGET_STEPS
+           ) -> Path | None:
     """The finished models' held-out curves (those of CURVES they log) against training FLOPs,
     overlaid."""
-    runs = [run_dir(work, variant, r["seed"]) for variant, rows in models.items() for r in rows]
+    runs = [run_dir(work, variant, r["seed"], budget) for variant, rows in models.items()
+            for r in rows]
     try:
         return Path(plot_curves(runs, out, CURVES, x="flops", skip_missing=True)["out"])
     except ElectraError:  # no matplotlib, or no curve to draw: the table still stands
         return None
 
 
-def tabulate(work: Path) -> dict:
-    models = finished(work)
+def tabulate(work: Path, budget: int = BUDGET_STEPS) -> dict:
+    models = finished(work, VARIANTS, budget)
     table = markdown(models)
     gains = plot(models, work / "ladder.png") if models else None
-    probes = curves(work, models, work / "curves.png") if models else None
-    result = {"budget_steps": BUDGET_STEPS, "tasks": list(TASKS), "models": models,
+    probes = curves(work, models, work / "curves.png", budget) if models else None
+    result = {"budget_steps": budget, "tasks": list(TASKS), "models": models,
               "plot": gains and str(gains), "curves": probes and str(probes)}
     work.mkdir(parents=True, exist_ok=True)
     write_atomic(work / "results.json", json.dumps(result, indent=2) + "\n")
@@ -287,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
         for variant in args.variants:
             for seed in args.seed_list:
                 train_model(variant, seed, args)
-    result = tabulate(args.work)
+    result = tabulate(args.work, args.budget_steps)
     print(json.dumps({k: v for k, v in result.items() if k != "markdown"}, indent=2))
     print(result["markdown"])
     return result

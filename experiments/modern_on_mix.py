@@ -7,7 +7,8 @@ a random initialisation of its own architecture.
 It is `ladder_on_mix.py` with other variants (`context_study.py`'s `electra`, `base-rate+alibi-
 steep`, `modern`, `mlm+modern`), in the same WORK by default: the same text, vocabulary and
 shards, and the ladder's `tiny-local` ELECTRA runs count here too. Everything is cached per run
-and resumable; `--table` trains nothing and writes WORK/modern.md and .json.
+and resumable; `--table` trains nothing and writes WORK/modern-bBUDGET.md and .json.
+`--budget-steps N` gives every model the FLOPs of N `tiny-local` steps instead.
 
     python -m experiments.modern_on_mix --only modern --seeds 1
     python -m experiments.modern_on_mix --table
@@ -32,13 +33,13 @@ ROWS = [("electra", "tiny (BERT architecture), ELECTRA"),
 VARIANTS = [variant for variant, _ in ROWS]
 
 
-def final_auc(work: Path, variant: str, seed: int) -> float | None:
+def final_auc(work: Path, variant: str, seed: int, budget: int) -> float | None:
     """The unigram-fake AUC of the last held-out probe (ELECTRA-family runs log it)."""
-    probes = context_study.read_probes(ladder_on_mix.run_dir(work, variant, seed))
+    probes = context_study.read_probes(ladder_on_mix.run_dir(work, variant, seed, budget))
     return probes[-1].get("heldout_auc_unigram") if probes else None
 
 
-def markdown(work: Path, models: dict[str, list[dict]]) -> str:
+def markdown(work: Path, models: dict[str, list[dict]], budget: int) -> str:
     head = ("| encoder, objective (equal FLOPs) | seeds | pre-training steps | passes over the "
             "text | unigram-fake AUC at the end | " + " | ".join(TASKS)
             + " | average Δ vs its random init |\n|---|---|---|---|---|"
@@ -50,7 +51,8 @@ def markdown(work: Path, models: dict[str, list[dict]]) -> str:
             lines.append(f"| {label} | – | | | | " + "| " * len(TASKS) + "not run |")
             continue
         baselines.setdefault(ladder_on_mix.baseline_dir(work, variant).name, rows[0]["random"])
-        aucs = [a for r in rows if (a := final_auc(work, variant, r["seed"])) is not None]
+        aucs = [a for r in rows
+                if (a := final_auc(work, variant, r["seed"], budget)) is not None]
         lines.append(
             f"| {label} | {', '.join(str(r['seed']) for r in rows)} | {rows[0]['steps']:,} | "
             f"{_passes(rows)} | {_seeds(aucs, '{:.3f}') if aucs else '–'} | "
@@ -62,14 +64,13 @@ def markdown(work: Path, models: dict[str, list[dict]]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-def tabulate(work: Path) -> dict:
-    models = ladder_on_mix.finished(work, VARIANTS)
-    table = markdown(work, models)
-    result = {"budget_steps": ladder_on_mix.BUDGET_STEPS, "tasks": list(TASKS),
-              "models": models}
+def tabulate(work: Path, budget: int) -> dict:
+    models = ladder_on_mix.finished(work, VARIANTS, budget)
+    table = markdown(work, models, budget)
+    result = {"budget_steps": budget, "tasks": list(TASKS), "models": models}
     work.mkdir(parents=True, exist_ok=True)
-    write_atomic(work / "modern.json", json.dumps(result, indent=2) + "\n")
-    write_atomic(work / "modern.md", table)
+    write_atomic(work / f"modern-b{budget}.json", json.dumps(result, indent=2) + "\n")
+    write_atomic(work / f"modern-b{budget}.md", table)
     return result | {"markdown": table}
 
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
         for variant in args.variants:
             for seed in args.seed_list:
                 ladder_on_mix.train_model(variant, seed, args)
-    result = tabulate(args.work)
+    result = tabulate(args.work, args.budget_steps)
     print(json.dumps({k: v for k, v in result.items() if k != "markdown"}, indent=2))
     print(result["markdown"])
     return result

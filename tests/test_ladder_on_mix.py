@@ -90,21 +90,21 @@ def test_two_models_end_to_end_share_one_random_baseline(tmp_path, monkeypatch):
             (glue / task / f"{split}.tsv").write_text(
                 "\n".join(lines[:n] if task == "CoLA" else lines[:n + 1]) + "\n")
     imdb = ladder.imdb_reviews(ladder.SHARED / "corpus", tmp_path / "imdb.jsonl", n=300)
-    monkeypatch.setattr(ladder, "BUDGET_STEPS", 4)
     monkeypatch.setattr(ladder, "mix_corpus", lambda args: [str(imdb)])
     work = tmp_path / "work"
-    common = ["--work", str(work), "--glue", str(glue), "--finetune-seeds", "1"]
+    common = ["--work", str(work), "--glue", str(glue), "--finetune-seeds", "1",
+              "--budget-steps", "4"]
     first = ladder.main(["--only", "base-rate+alibi-steep", *common])
     baseline = work / "transfer" / "baseline" / "random" / "RTE" / "job.json"
     stamp = baseline.stat().st_mtime_ns
     second = ladder.main(["--only", "mlm+alibi-steep", *common])
     assert baseline.stat().st_mtime_ns == stamp
-    assert not (work / "transfer" / "mlm+alibi-steep-s1" / "random").exists()
+    assert not (work / "transfer" / "mlm+alibi-steep-b4-s1" / "random").exists()
     assert list(first["models"]) == ["base-rate+alibi-steep"]
     assert sorted(second["models"]) == ["base-rate+alibi-steep", "mlm+alibi-steep"]
-    electra_run = ladder.run_dir(work, "base-rate+alibi-steep", 1)
+    electra_run = ladder.run_dir(work, "base-rate+alibi-steep", 1, 4)
     assert ladder.exported_encoder(electra_run).name == "discriminator"
-    assert ladder.exported_encoder(ladder.run_dir(work, "mlm+alibi-steep", 1)).name == "model"
+    assert ladder.exported_encoder(ladder.run_dir(work, "mlm+alibi-steep", 1, 4)).name == "model"
     mlm = second["models"]["mlm+alibi-steep"][0]
     assert mlm["steps"] > second["models"]["base-rate+alibi-steep"][0]["steps"]  # equal FLOPs
     assert mlm["random"] == first["models"]["base-rate+alibi-steep"][0]["random"]
