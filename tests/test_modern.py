@@ -469,6 +469,40 @@ def test_finetuned_models_load_in_native_modernbert_classes(tmp_path, vocab_dir)
         FinetuneModel(build_encoder(modern_config(vocab_size)), "span", 2)
 
 
+def test_multitask_model_exports_its_encoder_as_modernbert_model(tmp_path, vocab_dir):
+    """A BAM model of the modern architecture is served as ModernBertModel (its shared encoder),
+    and electra reads its heads back exactly."""
+    transformers = pytest.importorskip("transformers")
+    from export_helpers import task_named
+
+    from electra.finetune.heads import MultitaskModel, make_head
+    from electra.finetune.model_io import load_finetuned, save_finetuned
+    from electra.model.networks import build_encoder
+
+    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
+    cfg = modern_config(vocab_size)
+    tasks = {name: task_named(name) for name in ("SST-2", "chunk")}
+    torch.manual_seed(2)
+    model = randomised(MultitaskModel(build_encoder(cfg), {
+        name: make_head(t.head_kind, cfg, t.num_outputs, 0.1) for name, t in tasks.items()}))
+    info = {"tasks": [{"task": t.state(), "head_kind": t.head_kind,
+                       "num_outputs": t.num_outputs} for t in tasks.values()],
+            "settings": {"max_seq_len": 64}}
+    directory = save_finetuned(model, tmp_path / "bam", vocab_dir, info)
+    reloaded, _, _ = load_finetuned(directory)
+    for (key, a), b in zip(model.state_dict().items(), reloaded.state_dict().values(),
+                           strict=True):
+        assert torch.equal(a, b), key
+    theirs = transformers.AutoModel.from_pretrained(directory).eval()
+    assert type(theirs).__name__ == "ModernBertModel"
+    batch = padded_batch(vocab_size, 40)
+    with torch.no_grad():
+        ours = model.encoder(batch["input_ids"], None, batch["attention_mask"])
+        hidden = theirs(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    assert (ours[real] - hidden[real]).abs().max() < 1e-5
+
+
 def test_onnx_export_runs_like_pytorch(tmp_path, vocab_dir):
     """`electra export --onnx` of a modern discriminator: ONNX Runtime within 1e-4 of PyTorch
     on 40-token padded rows (PyTorch attends blockwise there; the graph, traced for any

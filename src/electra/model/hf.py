@@ -41,7 +41,7 @@ _LAYER_RENAMES = {
 _QKV = ("query", "key", "value")
 # ModelConfig fields an ElectraConfig does not hold (position_bias is written as
 # position_embedding_type; the rest belong to the modern architecture).
-_MODERN_FIELDS = ("position_bias", "architecture", "global_attn_every_n_layers",
+_NOT_ELECTRACONFIG_FIELDS = ("position_bias", "architecture", "global_attn_every_n_layers",
                   "local_attention", "global_rope_theta", "local_rope_theta")
 ARCHITECTURES = {Discriminator: "ElectraForPreTraining", Generator: "ElectraForMaskedLM"}
 
@@ -100,7 +100,7 @@ def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) ->
         else cfg.position_bias,
         "tie_word_embeddings": True,
         **{k: getattr(cfg, k) for k in ModelConfig.__dataclass_fields__
-           if k not in _MODERN_FIELDS},
+           if k not in _NOT_ELECTRACONFIG_FIELDS},
     }
     if extra:
         out["electra_toolkit"] = extra
@@ -123,7 +123,7 @@ def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
         raise ElectraError(f"{where}: position_embedding_type {position!r} is not supported "
                            f"(only absolute, or {', '.join(POSITION_BIASES[1:])} from electra)")
     fields = {k: data[k] for k in ModelConfig.__dataclass_fields__
-              if k in data and k not in _MODERN_FIELDS}
+              if k in data and k not in _NOT_ELECTRACONFIG_FIELDS}
     fields["position_bias"] = "none" if position == "absolute" else position
     fields.setdefault("embedding_size", data.get("hidden_size", ModelConfig.hidden_size))
     cfg = ModelConfig(**fields)

@@ -42,9 +42,10 @@ def rotary_tables(seq_len: int, head_dim: int, theta: float, dtype: torch.dtype,
     """cos and sin [S, head size] of RoPE (Su et al. 2021) at positions 0..S-1: frequency
     theta**(-2i/d) for i < d/2, repeated for the two halves, as transformers computes them (in
     float32, then cast to the hidden states' dtype)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float, device=device) / head_dim
+    inv_freq = 1.0 / (theta**exponents)
     positions = torch.arange(seq_len, device=device).float()
-    freqs = positions[:, None] * inv_freq.to(device)[None, :]
+    freqs = positions[:, None] * inv_freq[None, :]
     angles = torch.cat((freqs, freqs), dim=-1)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 

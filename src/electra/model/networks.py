@@ -19,9 +19,9 @@ from electra.model.modern import ModernEncoder, ModernLayer
 
 
 def build_encoder(cfg: EncoderConfig, embeddings: nn.Module | None = None) -> Encoder:
-    """The encoder `cfg` describes: this file's BERT architecture, or ModernBERT's
-    (`electra.model.modern`, with the same interface: `embeddings`, `layers`, `embed`,
-    `attention_bias`, forward)."""
+    """The encoder `cfg` describes: the BERT architecture's (`electra.model.encoder.Encoder`) or
+    ModernBERT's (`electra.model.modern.ModernEncoder`, with the same interface: `embeddings`,
+    `layers`, `embed`, `attention_bias`, `after_layers`, forward)."""
     if is_modern(cfg):
         return ModernEncoder(cfg, embeddings)
     return Encoder(cfg, embeddings)
