@@ -121,6 +121,26 @@ def test_layer_pattern_and_shapes():
     assert biases == ["discriminator_predictions.dense_prediction.bias"]
 
 
+def test_heads_start_as_modernbert_initialises_them():
+    """ModernBERT's `_init_weights` for heads: the prediction head's dense layer at
+    std / sqrt(2 x layers), the classifier at hidden**-0.5 (a normal truncated at 2 std has
+    std 0.88 sigma)."""
+    from electra.finetune.heads import make_head
+
+    torch.manual_seed(0)
+    cfg = modern_config(hidden_size=512, embedding_size=512, num_attention_heads=8,
+                        num_hidden_layers=8)
+    disc = Discriminator(cfg)
+    init_weights(disc, 0.02)
+    head = disc.discriminator_predictions
+    assert head.dense.weight.std().item() == pytest.approx(0.02 / 4 * 0.88, rel=0.05)
+    assert head.dense_prediction.weight.std().item() == pytest.approx(512**-0.5 * 0.88, rel=0.1)
+    sequence = make_head("sequence", cfg, 64, 0.1)
+    assert sequence.transform.dense.weight.std().item() == pytest.approx(0.02 / 4 * 0.88,
+                                                                          rel=0.05)
+    assert sequence.out.weight.std().item() == pytest.approx(512**-0.5 * 0.88, rel=0.05)
+
+
 def test_init_scales_residual_projections():
     """ModernBERT's `_init_weights`: Wo of attention and MLP at std / sqrt(2 x layers)."""
     torch.manual_seed(0)
@@ -223,6 +243,17 @@ def test_config_round_trip():
     assert data["layer_types"][:3] == ["full_attention", "sliding_attention", "full_attention"]
     back = model_config_from_hf(data)
     assert back == dataclasses.replace(cfg, type_vocab_size=1)
+
+
+def test_released_modernbert_pooling_is_read_where_it_matters():
+    """ModernBERT-base and -large ship classifier_pooling "mean": only their sequence
+    classifier reads it, so an MLM checkpoint with it loads, and a classifier does not."""
+    data = modernbert_config(modern_config(), "ModernBertForMaskedLM") | {
+        "classifier_pooling": "mean"}
+    assert model_config_from_hf(data).is_modern
+    data["architectures"] = ["ModernBertForSequenceClassification"]
+    with pytest.raises(ElectraError, match="classifier_pooling='mean'"):
+        model_config_from_hf(data)
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
@@ -334,8 +365,10 @@ def test_electra_trains_it_with_a_shallower_generator(tmp_path, data_dir, sharin
 def test_narrow_generator_cannot_share_modern_embeddings():
     from electra.objectives import build_objective
 
-    with pytest.raises(ElectraError, match="generator_multiplier=1.0"):
-        build_objective(modern_config(), ObjectiveConfig(generator_multiplier=0.5))
+    for name in ("electra", "electric", "electra-tt"):
+        with pytest.raises(ElectraError, match="generator_multiplier=1.0"):
+            build_objective(modern_config(), ObjectiveConfig(name=name,
+                                                             generator_multiplier=0.5))
     objective = build_objective(modern_config(), ObjectiveConfig(generator_multiplier=0.5,
                                                                  sharing="none"))
     assert objective.generator.config.embedding_size == 16
@@ -467,6 +500,8 @@ def test_finetuned_models_load_in_native_modernbert_classes(tmp_path, vocab_dir)
         assert result["max_abs_diff"] < 1e-5 and result["served"] == 2
     with pytest.raises(ElectraError, match="span tasks .* not supported for the modern"):
         FinetuneModel(build_encoder(modern_config(vocab_size)), "span", 2)
+    with pytest.raises(ElectraError, match="sigmoid regression head"):
+        FinetuneModel(build_encoder(modern_config(vocab_size)), "regression", 1)
 
 
 def test_multitask_model_exports_its_encoder_as_modernbert_model(tmp_path, vocab_dir):
@@ -579,7 +614,10 @@ def test_long_context_benchmark_reports_memory_per_length(tmp_path):
     report = long_context.main(["--work", str(tmp_path), "--lengths", "64,128,256",
                                 "--variants", "modern", "--steps", "1"])
     runs = report["variants"]["modern"]["runs"]
+    assert [r.get("error") for r in runs] == [None, None, None]
     assert [r["length"] for r in runs] == [64, 128, 256]
-    assert all(r["step_peak_mb"] > 0 and r["median_step_s"] > 0 for r in runs)
-    assert len(report["variants"]["modern"]["growth"]) == 1
+    assert all(r["median_step_s"] > 0 and "step_peak_mb_per_1k_tokens" in r for r in runs)
+    # at these lengths the peaks are within the allocator's noise: growth is reported only
+    # where the first doubling grew
+    assert all(g["lengths"] == [64, 128, 256] for g in report["variants"]["modern"]["growth"])
     assert (tmp_path / "results" / "modern-256.json").is_file()

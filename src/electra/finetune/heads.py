@@ -50,7 +50,8 @@ def make_head(kind: str, cfg: EncoderConfig, num_outputs: int, dropout: float) -
                                "architecture yet: its head is XLNet's, which "
                                "ModernBertForQuestionAnswering cannot express")
         head = HEADS[kind](cfg.hidden_size, num_outputs, dropout,
-                           PredictionHead(cfg.hidden_size, cfg.layer_norm_eps))
+                           PredictionHead(cfg.hidden_size, cfg.layer_norm_eps,
+                                          cfg.num_hidden_layers))
     else:
         head = HEADS[kind](cfg.hidden_size, num_outputs, dropout)
     init_weights(head, cfg.initializer_range)
@@ -63,6 +64,11 @@ class FinetuneModel(nn.Module):
     def __init__(self, encoder: Encoder, head_kind: str, num_outputs: int, dropout: float = 0.1,
                  head: nn.Module | None = None):
         super().__init__()
+        if head is None and is_modern(encoder.config) and head_kind == "regression":
+            raise ElectraError("the sigmoid regression head (labels normalised to [0, 1]) has no "
+                               "ModernBert class to export a single-task model of the modern "
+                               "architecture to; fine-tune without a label range (a linear "
+                               "regression head) or in `electra multitask`")
         self.encoder = encoder
         self.task_head = head or make_head(head_kind, encoder.config, num_outputs, dropout)
 

@@ -76,11 +76,6 @@ class FinetuneSettings:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
 
-    def check_model(self, model_config: ModelConfig) -> None:
-        """Settings the model itself bounds: the sequence length, by its positions."""
-        if self.max_seq_len is not None and self.max_seq_len > model_config.max_position_embeddings:
-            raise ElectraError(f"max_seq_len {self.max_seq_len} exceeds the model's "
-                               f"max_position_embeddings ({model_config.max_position_embeddings})")
         if self.lr is not None and self.lr <= 0:
             raise ElectraError(f"--lr must be positive, got {self.lr}")
         if self.layerwise_decay is not None and not 0 < self.layerwise_decay <= 1:
@@ -89,6 +84,12 @@ class FinetuneSettings:
             raise ElectraError(f"--epochs must be positive, got {self.epochs}")
         if not 0 <= self.warmup_fraction < 1:
             raise ElectraError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+
+    def check_model(self, model_config: ModelConfig) -> None:
+        """Settings the model itself bounds: the sequence length, by its positions."""
+        if self.max_seq_len is not None and self.max_seq_len > model_config.max_position_embeddings:
+            raise ElectraError(f"max_seq_len {self.max_seq_len} exceeds the model's "
+                               f"max_position_embeddings ({model_config.max_position_embeddings})")
 
 
 def _metric_key(split: str, metric: str, task: Task) -> str:

@@ -78,6 +78,7 @@ def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: st
     model, tokenizer, info = load_finetuned(model_dir)
     views = task_views(model, info, task_name)
     settings = eval_settings(settings, info, max_seq_len)
+    settings.check_model(model.encoder.config)
     device = resolve_device(settings.device, settings.bf16)
     model.to(device)
     out = Path(out_dir)

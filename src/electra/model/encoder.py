@@ -312,6 +312,18 @@ def alibi_bias(num_heads: int, seq_len: int, dtype: torch.dtype, device: torch.d
     return (-slopes[:, None, None] * distance).unsqueeze(0).to(dtype)
 
 
+def modern_head_init(dense: nn.Linear, classifier: nn.Linear | None, std: float,
+                     num_layers: int) -> None:
+    """ModernBERT's initialisation of its heads (ModernBertPreTrainedModel._init_weights): the
+    prediction head's dense layer at std / sqrt(2 x layers), a classifier at hidden**-0.5,
+    truncated at 2 standard deviations."""
+    with torch.no_grad():
+        for linear, s in ((dense, std / math.sqrt(2.0 * num_layers)),
+                          (classifier, None if classifier is None else dense.in_features**-0.5)):
+            if linear is not None:
+                nn.init.trunc_normal_(linear.weight, std=s, a=-2 * s, b=2 * s)
+
+
 def is_modern(cfg: EncoderConfig) -> bool:
     """Whether `cfg` is ModernBERT's architecture (`electra.model.modern`); the remote-code
     config beside exported weights has no such field, and is always the BERT architecture."""
@@ -330,6 +342,11 @@ class DiscriminatorHead(nn.Module):
         self.LayerNorm = (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False)
                           if modern else None)
         self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
+        self.num_layers = cfg.num_hidden_layers
+
+    def scale_init(self, std: float) -> None:
+        if self.LayerNorm is not None:  # the modern architecture's head
+            modern_head_init(self.dense, self.dense_prediction, std, self.num_layers)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         h = F.gelu(self.dense(hidden))
@@ -348,6 +365,11 @@ class GeneratorHead(nn.Module):
         biases = not is_modern(cfg)
         self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size, bias=biases)
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps, bias=biases)
+        self.num_layers = cfg.num_hidden_layers
+
+    def scale_init(self, std: float) -> None:
+        if self.dense.bias is None:  # the modern architecture's head
+            modern_head_init(self.dense, None, std, self.num_layers)
 
     def forward(self, hidden: torch.Tensor, embedding_weight: torch.Tensor,
                 bias: torch.Tensor) -> torch.Tensor:

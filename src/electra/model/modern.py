@@ -128,13 +128,21 @@ def blocked_attention(attention: SelfAttention, q: torch.Tensor, k: torch.Tensor
     half = window.half
     blocks = math.ceil(s / half)
     pad = blocks * half - s
-    q_blocks = F.pad(q, (0, 0, 0, pad)).view(b, heads, blocks, half, d)
+
+    # Blocks fold into the batch dimension, [B * blocks, heads, rows, d]: the fused kernels
+    # (flash, memory-efficient) take 4-D inputs only.
+    def folded(x: torch.Tensor) -> torch.Tensor:  # [B, heads, blocks, rows, d] -> 4-D
+        return x.transpose(1, 2).reshape(b * blocks, heads, x.shape[-2], d)
 
     def spans(x: torch.Tensor) -> torch.Tensor:  # [B, heads, blocks, 3 * half, d]
         return F.pad(x, (0, 0, half, pad + half)).unfold(2, 3 * half, half).transpose(-1, -2)
 
-    out = attention.attend(q_blocks, spans(k), spans(v), window.mask)
-    return out.reshape(b, heads, blocks * half, d)[:, :, :s]
+    q_blocks = F.pad(q, (0, 0, 0, pad)).view(b, heads, blocks, half, d)
+    mask = window.mask.expand(b, -1, -1, -1, -1).transpose(1, 2).reshape(
+        b * blocks, 1, half, 3 * half)
+    out = attention.attend(folded(q_blocks), folded(spans(k)), folded(spans(v)), mask)
+    return out.view(b, blocks, heads, half, d).transpose(1, 2).reshape(
+        b, heads, blocks * half, d)[:, :, :s]
 
 
 class RotarySelfAttention(SelfAttention):

@@ -141,9 +141,11 @@ def model_config_from_modernbert(data: dict, where: str = "config.json") -> Mode
     express is one error naming it."""
     for field, allowed in (("hidden_activation", "gelu"), ("classifier_activation", "gelu"),
                            ("norm_bias", False), ("attention_bias", False), ("mlp_bias", False),
-                           ("decoder_bias", True), ("classifier_bias", False),
-                           ("classifier_pooling", "cls")):
+                           ("decoder_bias", True), ("classifier_bias", False)):
         _require(data, field, allowed, where)
+    if (data.get("architectures") or [""])[0] == "ModernBertForSequenceClassification":
+        # The released ModernBERTs say "mean", which only their sequence classifier reads.
+        _require(data, "classifier_pooling", "cls", where)
     defaults = ModelConfig(architecture="modern")
     hidden, heads = data.get("hidden_size", 768), data.get("num_attention_heads", 12)
     if data.get("head_dim") not in (None, hidden // heads):

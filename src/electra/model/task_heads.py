@@ -8,8 +8,8 @@ multi-task regression a size-1 layer with a sigmoid on labels normalised to [0, 
 Every head splits its batched output into per-feature rows (`rows`), so the fine-tuning loop
 never asks which kind of head it runs.
 
-Portable: imports only torch, numpy and the standard library (copied beside exported weights
-as remote code; see `encoder`).
+Portable: imports only torch, numpy, the standard library and the files beside it (copied
+beside exported weights as remote code; see `encoder`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .encoder import modern_head_init
 from .squad_head import serving_p_mask
 
 
@@ -26,10 +27,11 @@ class PredictionHead(nn.Module):
     """ModernBERT's prediction head (ModernBertPredictionHead): dense H->H without bias, GELU,
     LayerNorm without bias; its task classes put it between the encoder and the classifier."""
 
-    def __init__(self, hidden: int, eps: float):
+    def __init__(self, hidden: int, eps: float, num_layers: int):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden, bias=False)
         self.norm = nn.LayerNorm(hidden, eps=eps, bias=False)
+        self.num_layers = num_layers  # the encoder's: ModernBERT scales the init by it
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.norm(F.gelu(self.dense(hidden)))
@@ -46,6 +48,13 @@ class SequenceHead(nn.Module):
         self.transform = transform
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden, num_outputs)
+
+    def scale_init(self, std: float) -> None:
+        """ModernBERT's initialisation (its `_init_weights`) where its head is used: the
+        prediction head's dense layer at std / sqrt(2 x layers), the classifier at
+        hidden**-0.5."""
+        if self.transform is not None:
+            modern_head_init(self.transform.dense, self.out, std, self.transform.num_layers)
 
     def features(self, hidden: torch.Tensor) -> torch.Tensor:
         return hidden if self.transform is None else self.transform(hidden)

@@ -132,9 +132,11 @@ def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
         if f"model.{name}" not in explicit:
             setattr(cfg.model, name, getattr(ckpt, name))
     if source.generator_config is None:
-        if ckpt.is_modern and "objective.generator_layers" not in explicit:
-            # The modern presets' rule (DeBERTa-V3's): a generator half as deep.
-            cfg.objective.generator_layers = max(1, ckpt.num_hidden_layers // 2)
+        if ckpt.is_modern:  # the modern presets' rule (DeBERTa-V3's): as wide, half as deep
+            if "objective.generator_layers" not in explicit:
+                cfg.objective.generator_layers = max(1, ckpt.num_hidden_layers // 2)
+            if "objective.generator_multiplier" not in explicit:
+                cfg.objective.generator_multiplier = 1.0
         kind = continues(cfg.objective.name)
         if kind == "discriminator":
             source.notes.append(f"--init-from {source.main}: objective {cfg.objective.name!r} "
