@@ -621,3 +621,18 @@ def test_long_context_benchmark_reports_memory_per_length(tmp_path):
     # where the first doubling grew
     assert all(g["lengths"] == [64, 128, 256] for g in report["variants"]["modern"]["growth"])
     assert (tmp_path / "results" / "modern-256.json").is_file()
+
+
+def test_score_with_a_modern_generator(tmp_path, vocab_dir):
+    """`electra score` reads a ModernBertForMaskedLM export: one finite PLL per text."""
+    from electra.cli import main as electra
+
+    vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
+    torch.manual_seed(0)
+    model_dir = save_pretrained(randomised(Generator(modern_config(vocab_size))),
+                                tmp_path / "gen", vocab_dir)
+    (tmp_path / "sents.txt").write_text("the film was fine\na plot with no surprises\n")
+    assert electra(["score", "--model", str(model_dir), "--input", str(tmp_path / "sents.txt"),
+                    "--out", str(tmp_path / "s.jsonl")]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "s.jsonl")]
+    assert len(rows) == 2 and all(math.isfinite(r["pll"]) and r["pll"] < 0 for r in rows)

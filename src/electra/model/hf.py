@@ -363,6 +363,12 @@ def _load_modern(cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor], mo
         head = model.generator_predictions
         if "decoder.bias" not in state:
             raise ElectraError(f"{model_dir}: checkpoint lacks decoder.bias")
+        decoder, embeddings = (state.get(k) for k in ("decoder.weight",
+                                                      "model.embeddings.tok_embeddings.weight"))
+        if decoder is not None and embeddings is not None and not torch.equal(decoder,
+                                                                               embeddings):
+            raise ElectraError(f"{model_dir}: the MLM decoder is not tied to the token "
+                               "embeddings, which the generator requires")
         with torch.no_grad():
             model.output_bias.copy_(state["decoder.bias"])
     else:

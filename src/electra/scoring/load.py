@@ -22,6 +22,7 @@ from electra.model.hf import (
     read_config_json,
     read_model_dir,
 )
+from electra.model.modern_hf import is_modern_discriminator
 from electra.model.networks import Discriminator, Generator
 from electra.objectives import REGISTRY, objective_class
 from electra.scoring.pll import (
@@ -34,7 +35,7 @@ from electra.scoring.pll import (
 )
 from electra.tokenizer import load_tokenizer
 
-MLM_ARCHITECTURES = ("ElectraForMaskedLM", "BertForMaskedLM")
+MLM_ARCHITECTURES = ("ElectraForMaskedLM", "BertForMaskedLM", "ModernBertForMaskedLM")
 DEFAULT_MASK_PROB = 0.15  # Table 5.1, all sizes but Large
 TWO_TOWER_MODEL_TYPE = "electra-two-tower"  # electra.model.two_tower.MODEL_TYPE
 
@@ -59,7 +60,7 @@ def detect_scorer(model_dir: str | Path) -> str:
         return "mlm"
     if raw.get("model_type") == TWO_TOWER_MODEL_TYPE:
         return "two-tower"
-    if arch == "ElectraForPreTraining":
+    if arch == "ElectraForPreTraining" or is_modern_discriminator(raw):
         objective = objective_of(raw)
         scorer = discriminator_scorer(objective)
         if scorer is not None:
@@ -91,7 +92,7 @@ def load_mlm(model_dir: str | Path) -> Generator:
     """A masked LM from an ElectraForMaskedLM or BertForMaskedLM directory (local files)."""
     raw = read_config_json(model_dir)
     arch = architecture_of(raw)
-    if arch == "ElectraForMaskedLM":
+    if arch in ("ElectraForMaskedLM", "ModernBertForMaskedLM"):
         model = load_pretrained(model_dir)
         assert isinstance(model, Generator)
         return model
