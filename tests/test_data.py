@@ -22,7 +22,7 @@ from electra.data import prepare as prepare_module
 from electra.data.corpus import iter_documents, split_sentences
 from electra.data.dataset import PretrainingDataset, iterate_batches, verify_data
 from electra.data.packing import ExampleBuilder, document_seed, pack_document
-from electra.data.prepare import prepare_corpus
+from electra.data.prepare import MAX_SEQ_LEN, prepare_corpus
 from electra.data.vocab import train_vocab
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
@@ -361,7 +361,7 @@ def test_prepare_overwrite_and_validation(make_corpus, vocab_dir: Path, tmp_path
     with pytest.raises(ElectraError, match="not a prepared data directory"):
         prepare_corpus([corpus], vocab_dir, 16, tmp_path / "other", overwrite=True,
                        show_progress=False)
-    for bad in (7, 513):
+    for bad in (7, MAX_SEQ_LEN + 1):  # the longest positions of any preset: 8,192
         with pytest.raises(ElectraError, match="seq_len"):
             prepare_corpus([corpus], vocab_dir, bad, tmp_path / "x", show_progress=False)
     with pytest.raises(ElectraError, match="does not exist"):
