@@ -3,6 +3,10 @@ transformers and ONNX export tests)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -49,3 +53,17 @@ def finetuned_dir(root: Path, vocab_dir: Path, task_name: str, alibi: bool) -> P
     model, info = finetuned_model(vocab_dir, task_name, alibi)
     return save_finetuned(model, root / f"{task_name}-{'alibi' if alibi else 'abs'}",
                           vocab_dir, info)
+
+
+def run_isolated(script: str, args: list[str], tmp_path: Path) -> dict:
+    """Run `script` in a fresh interpreter (`-I`: no PYTHONPATH, no working-directory imports).
+    electra stays installed in this environment, so the scripts report whether anything
+    imported it."""
+    path = tmp_path / "isolated.py"
+    path.write_text(script)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": "",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    done = subprocess.run([sys.executable, "-I", str(path), *args], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

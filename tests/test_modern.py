@@ -8,14 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from export_helpers import run_isolated
 
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig
@@ -177,19 +175,6 @@ LOADER = textwrap.dedent("""
                                      for m in sys.modules)
     print(json.dumps(report))
 """)
-
-
-def run_isolated(script: str, args: list[str], tmp_path: Path) -> dict:
-    """`script` in a fresh interpreter (-I: no working-directory imports), reporting whether
-    anything imported electra."""
-    path = tmp_path / "isolated.py"
-    path.write_text(script)
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": "",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    done = subprocess.run([sys.executable, "-I", str(path), *args], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_exports_load_in_native_modernbert_classes(tmp_path, vocab_dir):

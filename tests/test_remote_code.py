@@ -6,15 +6,19 @@ loaders, on padded batches."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from export_helpers import finetuned_dir, finetuned_model, small_config, task_named
+from export_helpers import (
+    finetuned_dir,
+    finetuned_model,
+    run_isolated,
+    small_config,
+    task_named,
+)
 
 from electra.export.serving import tokenized_batch
 from electra.finetune.loop import FinetuneSettings, predict_examples
@@ -85,20 +89,6 @@ LOADER = textwrap.dedent("""
 """)
 
 
-def _run_isolated(script: str, args: list[str], tmp_path: Path) -> dict:
-    """Run `script` in a fresh interpreter (`-I`: no PYTHONPATH, no working-directory imports).
-    electra stays installed in this environment, so the scripts report whether anything
-    imported it."""
-    path = tmp_path / "isolated.py"
-    path.write_text(script)
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": "",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    done = subprocess.run([sys.executable, "-I", str(path), *args], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, vocab_dir) -> tuple[Path, list[dict]]:
     root = tmp_path_factory.mktemp("exported")
@@ -147,7 +137,7 @@ def test_every_export_loads_in_transformers_alone_with_our_outputs(exported, tmp
     root, cases = exported
     (root / "cases.json").write_text(json.dumps(
         [{k: v for k, v in case.items() if k != "in_memory"} for case in cases]))
-    report = _run_isolated(LOADER, [str(root / "cases.json")], tmp_path)
+    report = run_isolated(LOADER, [str(root / "cases.json")], tmp_path)
     assert report.pop("electra imported") is False
     classes = {Path(d).name: r["class"] for d, r in report.items()}
     assert classes["disc-alibi"] == "ElectraToolkitForPreTraining"
@@ -239,7 +229,7 @@ def test_pipelines_give_electra_predicts_labels(exported, tmp_path):
             "chunk": root / "chunk-alibi"}
     (tmp_path / "args.json").write_text(json.dumps(
         {**{k: str(v) for k, v in dirs.items()}, "sentences": SENTENCES}))
-    got = _run_isolated(PIPELINES, [str(tmp_path / "args.json")], tmp_path)
+    got = run_isolated(PIPELINES, [str(tmp_path / "args.json")], tmp_path)
     assert got.pop("electra imported") is False
 
     settings = FinetuneSettings(max_seq_len=64)

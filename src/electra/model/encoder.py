@@ -97,6 +97,14 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * dropout_mask(x.shape, p, x.dtype, x.device)
 
 
+def set_attention_impl(layers: nn.ModuleList, impl: str) -> None:
+    """Every layer's attention kernel (`ATTENTION_IMPLS`), for either architecture's encoder."""
+    if impl not in ATTENTION_IMPLS:
+        raise ValueError(f"attention impl must be one of {ATTENTION_IMPLS}, got {impl!r}")
+    for layer in layers:
+        layer.attention.impl = impl
+
+
 class Embeddings(nn.Module):
     """Token + position + token-type embeddings, LayerNorm, dropout (size E)."""
 
@@ -184,10 +192,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(TransformerLayer(cfg) for _ in range(cfg.num_hidden_layers))
 
     def set_attention_impl(self, impl: str) -> None:
-        if impl not in ATTENTION_IMPLS:
-            raise ValueError(f"attention impl must be one of {ATTENTION_IMPLS}, got {impl!r}")
-        for layer in self.layers:
-            layer.attention.impl = impl
+        set_attention_impl(self.layers, impl)
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
               ) -> torch.Tensor:

@@ -29,11 +29,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from .encoder import (
-    ATTENTION_IMPLS,
     EncoderConfig,
     SelfAttention,
     dropout,
     has_padding,
+    set_attention_impl,
 )
 
 
@@ -235,10 +235,7 @@ class ModernEncoder(nn.Module):
         self.blockwise: bool | None = None
 
     def set_attention_impl(self, impl: str) -> None:
-        if impl not in ATTENTION_IMPLS:
-            raise ValueError(f"attention impl must be one of {ATTENTION_IMPLS}, got {impl!r}")
-        for layer in self.layers:
-            layer.attention.impl = impl
+        set_attention_impl(self.layers, impl)
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
               ) -> torch.Tensor:
