@@ -25,6 +25,8 @@ from electra.model.modern_hf import modernbert_config
 from electra.model.networks import Discriminator, Generator
 from electra.objectives import REGISTRY
 
+SQUAD_DEV = (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad"
+             / "dev-v1.1.json.gz")
 WINDOW = 16  # keys at most 8 positions away: small, so that short test sequences exceed it
 
 
@@ -443,7 +445,8 @@ SERVER = textwrap.dedent("""
 def test_finetuned_models_load_in_native_modernbert_classes(tmp_path, vocab_dir):
     """A fine-tuned classifier, regressor and tagger load as ModernBertForSequenceClassification
     / ModernBertForTokenClassification, with no remote code and no electra, and serve in
-    pipelines; electra's own loader reads them back exactly. SQuAD is refused in one line."""
+    pipelines; electra's own loader reads them back exactly. SQuAD 2.0 is refused in one
+    line."""
     pytest.importorskip("transformers")
     from export_helpers import task_named
 
@@ -483,10 +486,74 @@ def test_finetuned_models_load_in_native_modernbert_classes(tmp_path, vocab_dir)
                        "chunk": "ModernBertForTokenClassification"}
     for result in report.values():
         assert result["max_abs_diff"] < 1e-5 and result["served"] == 2
-    with pytest.raises(ElectraError, match="span tasks .* not supported for the modern"):
-        FinetuneModel(build_encoder(modern_config(vocab_size)), "span", 2)
+    with pytest.raises(ElectraError, match="SQuAD 2.0 is not supported for the modern"):
+        FinetuneModel(build_encoder(modern_config(vocab_size)), "span", 3)
     with pytest.raises(ElectraError, match="sigmoid regression head"):
         FinetuneModel(build_encoder(modern_config(vocab_size)), "regression", 1)
+
+
+QA_SERVER = textwrap.dedent("""
+    import json, sys
+    import torch
+    import transformers
+    directory, batch_path, expected_path = sys.argv[1:4]
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(directory).eval()
+    with torch.no_grad():
+        out = model(**torch.load(batch_path))
+    start, end, real = torch.load(expected_path)
+    diff = max(float((out.start_logits[real] - start[real]).abs().max()),
+               float((out.end_logits[real] - end[real]).abs().max()))
+    try:  # transformers 5 removed the question-answering pipeline
+        answer = transformers.pipeline("question-answering", model=directory)(
+            question="who enjoys every scene?",
+            context="the actors seem to enjoy every scene of it")["answer"]
+    except KeyError:
+        answer = None
+    print(json.dumps({"class": type(model).__name__, "max_abs_diff": diff, "answer": answer,
+                      "electra imported": any(m == "electra" or m.startswith("electra.")
+                                              for m in sys.modules)}))
+""")
+
+
+@pytest.mark.skipif(not SQUAD_DEV.is_file(), reason=f"SQuAD v1.1 dev absent ({SQUAD_DEV})")
+def test_squad_model_trains_and_loads_as_modernbert_for_question_answering(tmp_path, data_dir):
+    """`electra finetune --task squad` trains a modern model with BERT's start/end head, scores
+    it as the official script does, and writes a ModernBertForQuestionAnswering that gives its
+    start and end logits on a padded batch (within 1e-5, no electra imported) and answers in
+    the question-answering pipeline where the installed transformers still has one."""
+    pytest.importorskip("transformers")
+    from electra.cli import main
+    from electra.finetune.model_io import load_finetuned
+    from electra.tasks.squad import split_squad_file
+
+    _tiny_run(data_dir, tmp_path / "pre", "electra")
+    split_squad_file(SQUAD_DEV, tmp_path / "data", dev_fraction=0.2)
+    out = tmp_path / "squad"
+    assert main(["finetune", "--model", str(tmp_path / "pre" / "final" / "discriminator"),
+                 "--task", "squad", "--data", str(tmp_path / "data"), "--out", str(out),
+                 "--max-train-examples", "32", "--max-eval-examples", "16", "--max-seq-len",
+                 "128", "--doc-stride", "64", "--max-query-len", "32", "--epochs", "1",
+                 "--batch-size", "8", "--quiet"]) == 0
+    scores = json.loads((out / "results.json").read_text())["seeds"][0]["scores"]
+    assert set(scores) == {"exact_match", "f1"} and 0.0 <= scores["f1"] <= 100.0
+
+    model, _, info = load_finetuned(out / "model")
+    assert info["head_kind"] == "span"
+    vocab_size = model.encoder.config.vocab_size
+    batch = padded_batch(vocab_size, 40)
+    with torch.no_grad():
+        hidden = model.eval().encoder(batch["input_ids"], None, batch["attention_mask"])
+        unmasked = torch.zeros_like(batch["attention_mask"])
+        start, end = model.task_head.span_logits(hidden, unmasked)
+    torch.save(batch, tmp_path / "batch.pt")
+    torch.save((start, end, batch["attention_mask"].bool()), tmp_path / "expected.pt")
+    report = run_isolated(QA_SERVER, [str(out / "model"), str(tmp_path / "batch.pt"),
+                                      str(tmp_path / "expected.pt")], tmp_path)
+    assert report["class"] == "ModernBertForQuestionAnswering"
+    assert report["electra imported"] is False
+    assert report["max_abs_diff"] < 1e-5
+    if report["answer"] is not None:
+        assert report["answer"] in "the actors seem to enjoy every scene of it"
 
 
 def test_multitask_model_exports_its_encoder_as_modernbert_model(tmp_path, vocab_dir):

@@ -8,12 +8,19 @@ Every head takes (hidden states, batch) and splits its batched output into per-f
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import ElectraError
 from electra.model.encoder import Encoder, EncoderConfig, init_weights, is_modern
 from electra.model.squad_head import SquadHead, SquadHeadOutput
-from electra.model.task_heads import PredictionHead, RegressionHead, SequenceHead, TokenHead
+from electra.model.task_heads import (
+    PredictionHead,
+    RegressionHead,
+    SequenceHead,
+    StartEndHead,
+    TokenHead,
+)
 from electra.tasks.squad.head import split_outputs
 
 
@@ -35,23 +42,54 @@ class SpanHead(SquadHead):
         return split_outputs(output)
 
 
+class StartEndSpanHead(StartEndHead):
+    """`StartEndHead` behind the head interface, the modern architecture's SQuAD 1.1 head. In
+    training mode the loss is BERT's, (start CE + end CE) / 2 on the gold positions; in eval
+    mode the beams `electra.tasks.squad.head` decodes: the top `n_top` starts, each paired with
+    the same top `n_top` ends (the end does not depend on the start here); 20 is BERT's
+    n_best_size."""
+
+    n_top = 20
+
+    def __init__(self, hidden: int, num_outputs: int, dropout: float, transform: nn.Module):
+        if num_outputs != 2:
+            raise ElectraError("SQuAD 2.0 is not supported for the modern architecture: "
+                               "ModernBertForQuestionAnswering has no answerability "
+                               "classifier; fine-tune on SQuAD 1.1 (--task squad)")
+        super().__init__(hidden, 2, dropout, transform)
+
+    def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> SquadHeadOutput:
+        start, end = self.span_logits(hidden, batch["p_mask"])
+        if self.training:
+            loss = (F.cross_entropy(start, batch["start_positions"])
+                    + F.cross_entropy(end, batch["end_positions"])) / 2
+            return SquadHeadOutput(loss=loss, start_logits=start, end_logits=end)
+        k = min(self.n_top, start.shape[1])
+        start_log_probs, start_index = start.log_softmax(-1).topk(k, dim=-1)
+        end_log_probs, end_index = end.log_softmax(-1).topk(k, dim=-1)
+        return SquadHeadOutput(start_top_log_probs=start_log_probs, start_top_index=start_index,
+                               end_top_log_probs=end_log_probs[:, None].expand(-1, k, -1),
+                               end_top_index=end_index[:, None].expand(-1, k, -1))
+
+    def rows(self, output: SquadHeadOutput, lengths: list[int]) -> list:
+        return split_outputs(output)
+
+
 HEADS = {"sequence": SequenceHead, "regression": RegressionHead, "token": TokenHead,
          "span": SpanHead}
+# Where the modern architecture's head differs: the one its ModernBert class computes.
+MODERN_HEADS = {**HEADS, "span": StartEndSpanHead}
 
 
 def make_head(kind: str, cfg: EncoderConfig, num_outputs: int, dropout: float) -> nn.Module:
-    """A task head for an encoder of config `cfg`. The modern architecture's sequence and token
-    heads put ModernBERT's prediction head before the classifier, as its task classes do."""
+    """A task head for an encoder of config `cfg`. The modern architecture's heads put
+    ModernBERT's prediction head before the classifier, as its task classes do."""
     if kind not in HEADS:
         raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
     if is_modern(cfg):
-        if kind == "span":
-            raise ElectraError("span tasks (SQuAD) are not supported for the modern "
-                               "architecture yet: its head is XLNet's, which "
-                               "ModernBertForQuestionAnswering cannot express")
-        head = HEADS[kind](cfg.hidden_size, num_outputs, dropout,
-                           PredictionHead(cfg.hidden_size, cfg.layer_norm_eps,
-                                          cfg.num_hidden_layers))
+        head = MODERN_HEADS[kind](cfg.hidden_size, num_outputs, dropout,
+                                  PredictionHead(cfg.hidden_size, cfg.layer_norm_eps,
+                                                 cfg.num_hidden_layers))
     else:
         head = HEADS[kind](cfg.hidden_size, num_outputs, dropout)
     init_weights(head, cfg.initializer_range)

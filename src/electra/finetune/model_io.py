@@ -5,9 +5,9 @@ A fine-tuned model directory is a Hugging Face directory with its labels in conf
 finetune.json (task, settings, scores) for `electra evaluate/predict`:
 - a tagger with a paper architecture is `transformers`' own `ElectraForTokenClassification`
   (dropout + linear per token: our head exactly);
-- a modern-architecture classifier or tagger is `transformers`' own
-  `ModernBertForSequenceClassification` / `ModernBertForTokenClassification` (a multi-task
-  one is served as `ModernBertModel`);
+- a modern-architecture classifier, tagger or SQuAD 1.1 model is `transformers`' own
+  `ModernBertForSequenceClassification` / `ModernBertForTokenClassification` /
+  `ModernBertForQuestionAnswering` (a multi-task one is served as `ModernBertModel`);
 - every other model (the GLUE head on [CLS] without a pooler, the sigmoid regression head,
   XLNet's SQuAD head, anything with ALiBi) is remote code (`electra.model.hf`): the encoder
   under `electra.`, the head under `task_head.` (a multi-task model's under

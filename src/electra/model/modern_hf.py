@@ -42,7 +42,8 @@ TASK_HEAD_RENAMES = {"transform.dense": "head.dense", "transform.norm": "head.no
                      "out": "classifier"}
 # A fine-tuned model's head kind -> the ModernBert class that computes it.
 TASK_CLASSES = {"sequence": "ModernBertForSequenceClassification",
-                "token": "ModernBertForTokenClassification"}
+                "token": "ModernBertForTokenClassification",
+                "span": "ModernBertForQuestionAnswering"}
 
 
 def is_modern_discriminator(raw: dict) -> bool:

@@ -30,7 +30,7 @@ from torch import nn
 _ACTIVATIONS = {"tanh": torch.tanh, "gelu": F.gelu}
 
 
-def _masked(logits: torch.Tensor, p_mask: torch.Tensor) -> torch.Tensor:
+def masked_logits(logits: torch.Tensor, p_mask: torch.Tensor) -> torch.Tensor:
     """Logits with impossible positions at the dtype's minimum (exp -> 0, no inf - inf NaNs)."""
     return logits.masked_fill(p_mask.bool(), torch.finfo(logits.dtype).min)
 
@@ -74,7 +74,7 @@ class PoolerStartLogits(nn.Module):
         self.dense = nn.Linear(hidden_size, 1)
 
     def forward(self, hidden: torch.Tensor, p_mask: torch.Tensor) -> torch.Tensor:
-        return _masked(self.dense(hidden).squeeze(-1), p_mask)
+        return masked_logits(self.dense(hidden).squeeze(-1), p_mask)
 
 
 class PoolerEndLogits(nn.Module):
@@ -97,7 +97,7 @@ class PoolerEndLogits(nn.Module):
         w_token, w_start = self.dense_0.weight.split(hidden.shape[-1], dim=1)
         token_part = F.linear(hidden, w_token, self.dense_0.bias).unsqueeze(-3)
         x = self.LayerNorm(self.activation(token_part + F.linear(start_states, w_start)))
-        return _masked(self.dense_1(x).squeeze(-1), p_mask)
+        return masked_logits(self.dense_1(x).squeeze(-1), p_mask)
 
 
 class PoolerAnswerClass(nn.Module):

@@ -3,7 +3,8 @@
 Table 5.2 / the official implementation: a linear layer on the final hidden state of [CLS]
 (no pooler) with dropout 0.1 for sentence tasks; the same per token for tagging; for
 multi-task regression a size-1 layer with a sigmoid on labels normalised to [0, 1]
-(dissertation section 3.2.1). The SQuAD head is `squad_head.SquadHead`.
+(dissertation section 3.2.1). The SQuAD head is `squad_head.SquadHead` (XLNet's); the modern
+architecture's is `StartEndHead` (BERT's, the one ModernBertForQuestionAnswering computes).
 
 Every head splits its batched output into per-feature rows (`rows`), so the fine-tuning loop
 never asks which kind of head it runs.
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .encoder import modern_head_init
-from .squad_head import serving_p_mask
+from .squad_head import masked_logits, serving_p_mask
 
 
 class PredictionHead(nn.Module):
@@ -81,6 +82,24 @@ class TokenHead(SequenceHead):
     def rows(self, output: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
         values = output.float().cpu().numpy()
         return [values[row, :n] for row, n in enumerate(lengths)]
+
+
+class StartEndHead(TokenHead):
+    """BERT's SQuAD head (Devlin et al. 2019, section 4.2): a start and an end logit per token,
+    scored independently. Behind the modern architecture's prediction head it is exactly
+    ModernBertForQuestionAnswering's (prediction head, dropout, a two-label classifier), which
+    has no place for XLNet's joint end scorer or answerability classifier."""
+
+    def span_logits(self, hidden: torch.Tensor, p_mask: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end logits [B, S], in fp32, masked where no answer may lie."""
+        start, end = TokenHead.forward(self, hidden).float().unbind(-1)
+        return masked_logits(start, p_mask), masked_logits(end, p_mask)
+
+    def serving_logits(self, hidden: torch.Tensor, p_mask: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """As `SquadHead.serving_logits`: start and end logits, no answerability logit."""
+        return (*self.span_logits(hidden, p_mask), None)
 
 
 def serving_outputs(head_kind: str, head: nn.Module, hidden: torch.Tensor,
