@@ -195,6 +195,21 @@ def _tree_rss_kb(pid: int) -> tuple[int, int]:
     return sum(values), max(values, default=0)
 
 
+def ensure_vocab(work: Path, docs: list[str], sample_mb: int) -> Path:
+    """WORK/vocab: 8,192 WordPiece tokens trained (untimed) on the first `sample_mb` of the
+    corpus, kept when already there."""
+    vocab = work / "vocab"
+    if not (vocab / "vocab.txt").is_file():
+        from electra.data.vocab import train_vocab
+
+        sample = work / "vocab-sample.jsonl"
+        sample.parent.mkdir(parents=True, exist_ok=True)
+        sample.write_text("".join(json.dumps({"text": t}) + "\n"
+                                  for t in documents_of_size(docs, sample_mb << 20)))
+        train_vocab([sample], 8192, vocab, show_progress=False, overwrite=True)
+    return vocab
+
+
 def run_prepare(corpus: str, vocab: Path, out: Path, workers: int, seq_len: int) -> dict:
     cmd = [sys.executable, "-m", "electra.cli", "prepare", "--corpus", corpus, "--tokenizer",
            str(vocab), "--seq-len", str(seq_len), "--out", str(out), "--heldout-fraction", "0",
@@ -230,15 +245,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"unknown formats {sorted(unknown)}; choose from {FORMATS}")
     work = args.work / ("quick" if args.quick else "full")
     docs = source_documents()
-    vocab = work / "vocab"
-    if not (vocab / "vocab.txt").is_file():
-        from electra.data.vocab import train_vocab
-
-        sample = work / "vocab-sample.jsonl"
-        sample.parent.mkdir(parents=True, exist_ok=True)
-        sample.write_text("".join(json.dumps({"text": t}) + "\n"
-                                  for t in documents_of_size(docs, min(VOCAB_MB, sizes[0]) << 20)))
-        train_vocab([sample], 8192, vocab, show_progress=False, overwrite=True)
+    vocab = ensure_vocab(work, docs, min(VOCAB_MB, sizes[0]))
     runs = {}
     for size in sizes:
         inputs = write_formats(docs, size, work / f"corpus-{size}mb", formats)

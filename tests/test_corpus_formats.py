@@ -227,3 +227,19 @@ def test_the_formats_benchmark_runs_and_finds_the_same_shards(tmp_path):
     assert set(report["runs"]) == {"1mb/jsonl", "1mb/parquet", "2mb/jsonl", "2mb/parquet"}
     assert report["same_shards_in_every_format"] == {1: True, 2: True}
     assert all(r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 for r in report["runs"].values())
+
+
+@pytest.mark.slow  # ~45 s: two tiny corpora prepared, then two torchrun runs of 4 steps
+def test_the_ddp_memory_benchmark_reads_every_rank(tmp_path):
+    """Two CPU ranks under torchrun, each rank's peak memory read from /proc, at two corpus
+    sizes."""
+    from benchmarks import ddp_memory
+
+    report = ddp_memory.main(["--quick", "--work", str(tmp_path)])
+    assert list(report["runs"]) == ["1mb", "2mb"]
+    small, large = report["runs"]["1mb"], report["runs"]["2mb"]
+    assert large["tokens"] > small["tokens"] > 0
+    for run in (small, large):
+        assert list(run["ranks"]) == ["0", "1"]
+        for peaks in run["ranks"].values():
+            assert 0 < peaks["peak_RssAnon_mb"] < peaks["peak_VmRSS_mb"]
