@@ -1,8 +1,8 @@
 """Which part of a briefly pre-trained discriminator helps or hurts fine-tuning? The demo's
 model against random weights of its shape, and hybrids of the two: the pre-trained embeddings
 on random layers, and random embeddings under the pre-trained layers; each fine-tuned as the
-demo's downstream check fine-tunes (`electra.demo.check`: SST-2, 10,000 sentences, one epoch,
-3 seeds, no layer-wise decay), optionally at other learning rates.
+demo's SST-2 check fine-tunes (`electra.demo.check.CHECKS["SST-2"]`: 10,000 sentences, one
+epoch, 3 seeds, no layer-wise decay), optionally at other learning rates.
 
 Each start's fine-tuning is cached under WORK/TASK/epochs-E/START/lr-LR (results.json); a run
 that finds it is not trained again. Prints one JSON object (medians over seeds, every seed's score).
@@ -10,6 +10,8 @@ that finds it is not trained again. Prints one JSON object (medians over seeds, 
     python -m experiments.demo_transfer_parts --model runs/demo/pretrain/final/discriminator
     python -m experiments.demo_transfer_parts --model DIR --lrs 1e-4,3e-4,1e-3 \
         --starts pretrained,random
+    python -m experiments.demo_transfer_parts --model DIR --starts pretrained,random \
+        --task chunk --train-examples 2000 --epochs 3         # the demo's check
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from electra.demo.check import CheckSettings, find_glue_dir
+from electra.demo.check import CHECK_DATA, CHECKS, CheckSettings, find_check_data
 from electra.finetune.baseline import random_init
 from electra.finetune.loop import finetune
 
@@ -77,14 +79,17 @@ def start_dirs(model: Path, work: Path, starts: list[str]) -> dict[str, Path]:
     return dirs
 
 
-def run(model: Path, work: Path, glue: Path, starts: list[str], lrs: list[float],
+SST2 = CHECKS["SST-2"]  # the settings these studies started from
+
+
+def run(model: Path, work: Path, data: Path, starts: list[str], lrs: list[float],
         check: CheckSettings) -> dict:
     dirs = start_dirs(model, work, starts)
     table = {}
     for start in starts:
         for lr in lrs:
             out = (work / check.task / f"epochs-{check.epochs:g}" / start / f"lr-{lr:g}"
-                   if check.train_examples == CheckSettings.train_examples else
+                   if check.train_examples == SST2.train_examples else
                    work / check.task / f"train-{check.train_examples}-epochs-{check.epochs:g}"
                    / start / f"lr-{lr:g}")
             cached = out / "results.json"
@@ -92,7 +97,7 @@ def run(model: Path, work: Path, glue: Path, starts: list[str], lrs: list[float]
                 result = json.loads(cached.read_text())
             else:
                 settings = dataclasses.replace(check.finetune_settings(), lr=lr)
-                result = finetune(dirs[start], check.task, glue, out, settings)
+                result = finetune(dirs[start], check.task, data, out, settings)
             scores = [100 * s["scores"][result["primary_metric"]] for s in result["seeds"]]
             table[f"{start}@{lr:g}"] = {"median": round(statistics.median(scores), 2),
                                         "seeds": [round(x, 2) for x in scores]}
@@ -104,21 +109,22 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", type=Path, required=True, help="pre-trained discriminator")
     p.add_argument("--work", type=Path, default=Path("runs/demo_transfer_parts"))
-    p.add_argument("--glue", type=Path, help="GLUE folder (default: as the demo finds it)")
+    p.add_argument("--data", type=Path, help="the task's data: a GLUE folder, CoNLL-2000's for "
+                   "chunk (default: as the demo finds it)")
     p.add_argument("--starts", default=",".join(STARTS), help="default: %(default)s")
     p.add_argument("--lrs", default="3e-4", help="fine-tuning learning rates (default 3e-4, "
                    "Table 5.2's for Small, which `tiny` uses)")
     p.add_argument("--task", default="SST-2", help="default: %(default)s (the demo's check)")
     p.add_argument("--epochs", type=float, default=1.0, help="default: %(default)s")
-    p.add_argument("--train-examples", type=int, default=CheckSettings.train_examples,
+    p.add_argument("--train-examples", type=int, default=SST2.train_examples,
                    help="the first N training examples (default: %(default)s)")
     args = p.parse_args(argv)
-    glue = find_glue_dir(args.glue)
-    if glue is None:
-        p.error("no GLUE SST-2 found: pass --glue")
+    data = find_check_data(args.data, args.task if args.task in CHECK_DATA else "SST-2")
+    if data is None:
+        p.error(f"no data for {args.task} found: pass --data")
     check = CheckSettings(task=args.task, epochs=args.epochs,
                           train_examples=args.train_examples)
-    report = run(args.model, args.work, glue, args.starts.split(","),
+    report = run(args.model, args.work, data, args.starts.split(","),
                  [float(x) for x in args.lrs.split(",")], check)
     print(json.dumps(report, indent=1))
     return report

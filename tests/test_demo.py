@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from electra.demo.check import CheckSettings, find_glue_dir, format_check
+from electra.demo.check import CHECKS, CheckSettings, find_check_data, format_check
 from electra.demo.run import run_demo
 from electra.errors import ElectraError
 
@@ -40,12 +40,13 @@ def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     assert not (tmp_path / "d2").exists()  # refused before anything is written
 
 
-@pytest.mark.skipif(find_glue_dir(None) is None, reason="needs ../shared/data/glue (SST-2)")
+@pytest.mark.skipif(find_check_data(None) is None, reason="needs ../shared/data/conll2000")
 @pytest.mark.slow  # ~30 s of CPU: a 2-step demo, then 2 x 2 short fine-tunings
 def test_demo_ends_with_the_downstream_check(tmp_path, capsys):
-    """The pre-trained discriminator and random weights of its shape, both fine-tuned on SST-2
-    with the same seeds; the summary prints both medians, their difference and a verdict."""
-    settings = CheckSettings(train_examples=64, seeds=2)
+    """The pre-trained discriminator and random weights of its shape, both fine-tuned on
+    CoNLL-2000 chunking with the same seeds; the summary prints both medians, their difference
+    and a verdict."""
+    settings = CheckSettings(train_examples=64, seeds=2, epochs=1)
     report = run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "demo", steps=2,
                       vocab_size=400, batch_size=4, check_settings=settings)
     check = report["downstream_check"]
@@ -55,7 +56,10 @@ def test_demo_ends_with_the_downstream_check(tmp_path, capsys):
                                           - check["medians"]["random"])
     assert check["paid"] == (check["gain"] > 0 and check["gain"] > check["spread"])
     out = capsys.readouterr().out
-    assert "downstream check: SST-2 dev accuracy, fine-tuned on 64 sentences" in out
+    assert check["task"] == "chunk" and check["metric"] == "f1"
+    assert f"{check['seconds']:.0f} s downstream check" in out  # what the check costs
+    assert ("downstream check: CoNLL-2000 chunking, test-set F1, fine-tuned on 64 sentences, "
+            "1 epoch, 2 seeds") in out
     assert "python -m experiments.ladder_on_mix" in out
     random_cfg = json.loads((tmp_path / "demo" / "check" / "random_init" / "config.json")
                             .read_text())
@@ -65,31 +69,46 @@ def test_demo_ends_with_the_downstream_check(tmp_path, capsys):
     assert random_cfg == trained_cfg  # only the weights differ
 
 
-def test_the_check_looks_for_the_test_data_beside_the_checkout():
-    """The default place is ../shared/data/glue next to this repository (an editable install),
-    whether or not it is there: the check's own tests skip on `find_glue_dir`, so a wrong
-    default would only show as skips."""
+def test_the_check_looks_for_the_test_data_beside_the_checkout(tmp_path, monkeypatch):
+    """The default place is ../shared/data next to this repository (an editable install),
+    whether or not it is there: the check's own tests skip on `find_check_data`, so a wrong
+    default would only show as skips. $ELECTRA_CHECK_DATA comes first; a folder without the
+    task's files is passed over."""
     from pathlib import Path
 
     from electra.demo import check
 
     root = Path(__file__).resolve().parents[1]
-    assert check._CHECKOUT_GLUE == root.parent / "shared" / "data" / "glue"
+    assert check._CHECKOUT_DATA == root.parent / "shared" / "data"
+    (tmp_path / "train.txt").write_text("He NN B-NP\n")
+    monkeypatch.setenv(check.CHECK_DATA_ENV, str(tmp_path))
+    assert find_check_data(None, "chunk") == tmp_path
+    assert find_check_data(None, "SST-2") != tmp_path
+    assert find_check_data(tmp_path, "SST-2") is None
 
 
-def test_demo_check_data_that_is_not_glue_is_refused_before_anything_is_written(tmp_path):
-    with pytest.raises(ElectraError, match="--check-data .*SST-2/train.tsv"):
-        run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "d", check_data=tmp_path)
+@pytest.mark.parametrize("task, expected", [("chunk", "train.txt"),
+                                            ("SST-2", "SST-2/train.tsv")])
+def test_demo_check_data_without_the_tasks_files_is_refused_before_anything_is_written(
+        tmp_path, task, expected):
+    with pytest.raises(ElectraError, match=f"--check-data .*no {expected} there"):
+        run_demo(corpus=[str(_corpus(tmp_path))], out_dir=tmp_path / "d", check_data=tmp_path,
+                 check_settings=CHECKS[task])
     assert not (tmp_path / "d").exists()
 
 
 def test_demo_check_verdicts():
     base = {"task": "SST-2", "metric": "dev_accuracy", "train_examples": 10000, "epochs": 1.0,
+            "label": "SST-2 dev accuracy",
             "seeds": 3, "scores": {"pretrained": [70.0, 71.0, 72.0],
                                    "random": [68.0, 68.5, 69.0]},
             "medians": {"pretrained": 71.0, "random": 68.5}, "spread": 2.0}
     paid = "\n".join(format_check({**base, "gain": 2.5, "paid": True}))
-    assert "+2.5" in paid and "pre-training paid" in paid
+    assert "+2.5" in paid and "pre-training paid" in paid and "tagger gains first" not in paid
+    assert "SST-2 dev accuracy, fine-tuned on 10,000 sentences, 1 epoch, 3 seeds" in paid
+    chunk = {**base, "task": "chunk", "label": "CoNLL-2000 chunking, test-set F1", "epochs": 3.0}
+    paid_chunk = "\n".join(format_check({**chunk, "gain": 3.5, "paid": True}))
+    assert "tagger gains first" in paid_chunk and "3 epochs" in paid_chunk
     unclear = "\n".join(format_check({**base, "gain": 1.0, "paid": False}))
     assert "less than the seeds' spread" in unclear
     worse = "\n".join(format_check({**base, "gain": -4.1, "paid": False}))

@@ -17,11 +17,12 @@ from electra.config import DEMO_PRESETS, PretrainConfig
 from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
 from electra.demo.check import (
-    CHECK_TASK,
-    GLUE_ENV,
+    CHECK_DATA_ENV,
+    CHECKS,
     CheckSettings,
     downstream_check,
-    find_glue_dir,
+    expected_file,
+    find_check_data,
     format_check,
 )
 from electra.errors import ElectraError, Preempted
@@ -31,8 +32,10 @@ from electra.pretrain.loop import pretrain, special_ids_for
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import METRICS, is_heldout
 
-# About seven minutes of `tiny-local` pre-training on 2 CPU cores, batch 32 x 128 (3 steps/s).
-DEFAULT_STEPS = 1200
+# `tiny-local` pre-training, batch 32 x 128: about 7 minutes on 2 AVX2-only CPU cores (1.9
+# steps/s), 5 with AVX512, so that the whole demo, downstream check included, stays within 10
+# minutes (docs/experiments/demo-transfer.md).
+DEFAULT_STEPS = 800
 DEFAULT_BATCH = 32
 SEQ_LEN = 128
 HELDOUT_FRACTION = 0.02
@@ -60,19 +63,22 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              seed: int = 1, overwrite: bool = False, preset: str = "tiny-local",
              bf16: bool = False, check: bool = True, check_data: str | Path | None = None,
              check_settings: CheckSettings | None = None) -> dict[str, Any]:
-    """`check`: end with the downstream check (`electra.demo.check`) on the GLUE folder
-    `check_data` (default: $ELECTRA_GLUE_DIR or the shared data beside this checkout; skipped
-    with a line saying so where there is none)."""
+    """`check`: end with the downstream check (`electra.demo.check`; `check_settings`, default
+    CoNLL-2000 chunking) on the data in `check_data` (default: $ELECTRA_CHECK_DATA or the
+    shared data beside this checkout; skipped with a line saying so where there is none)."""
     from electra.data.vocab import train_vocab
     from electra.demo.corpus import fetch_wiki_corpus
     from electra.tokenizer import vocab_checksum
 
     if preset not in DEMO_PRESETS:
         raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
-    glue_dir = find_glue_dir(check_data) if check else None
-    if check and check_data is not None and glue_dir is None:
-        raise ElectraError(f"--check-data {check_data}: no {CHECK_TASK}/train.tsv there (a GLUE "
-                           "folder is expected)")
+    settings = check_settings or CheckSettings()
+    if settings.task not in CHECKS:
+        raise ElectraError(f"the demo's check runs {' or '.join(CHECKS)}, not {settings.task!r}")
+    check_dir = find_check_data(check_data, settings.task) if check else None
+    if check and check_data is not None and check_dir is None:
+        raise ElectraError(f"--check-data {check_data}: no {expected_file(settings.task)} there "
+                           f"(the {settings.task} check's data is expected)")
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -133,15 +139,16 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
 
     probes = heldout_probes(run_dir)
     downstream: dict[str, Any] = {"skipped": "not asked for (--no-check)"}
-    if check and glue_dir is None:
-        downstream = {"skipped": f"no GLUE {CHECK_TASK} found: pass --check-data GLUE_DIR or "
-                                 f"set ${GLUE_ENV}"}
+    if check and check_dir is None:
+        downstream = {"skipped": f"no {expected_file(settings.task)} for the {settings.task} "
+                                 f"check: pass --check-data DIR or set ${CHECK_DATA_ENV}"}
     elif check:
-        settings = check_settings or CheckSettings()
         _stage(f"downstream check: fine-tuning on {settings.task} from the pre-trained "
                f"discriminator and from random weights, {settings.seeds} seeds each")
-        downstream = downstream_check(Path(summary["final"]["discriminator"]), glue_dir,
+        check_started = time.perf_counter()
+        downstream = downstream_check(Path(summary["final"]["discriminator"]), check_dir,
                                       out / "check", settings)
+        downstream["seconds"] = time.perf_counter() - check_started
     report = {
         "corpus": corpus,
         "train_examples": len(train_data),
@@ -178,13 +185,17 @@ def heldout_probes(run_dir: Path) -> list[dict[str, Any]]:
 
 def format_summary(r: dict[str, Any], cfg: PretrainConfig) -> str:
     b, a = r["heldout_untrained"], r["heldout_trained"]
+    check_seconds = r["downstream_check"].get("seconds")
+    wall = (f"{r['train_seconds']:.0f} s training, "
+            + (f"{check_seconds:.0f} s downstream check, " if check_seconds else "")
+            + f"{r['total_seconds']:.0f} s total")
     rows = [
         ("preset", cfg.preset),
         ("steps", f"{r['steps']:,} (batch {cfg.train.batch_size} x {SEQ_LEN} tokens)"),
         ("tokens", f"{r['tokens']:,} (padding included)"),
         ("training FLOPs", f"{r['train_flops']:.3e} (section 5.2.2 rules)"),
         ("throughput", f"{r['tokens_per_s']:,.0f} tokens/s (last log window)"),
-        ("wall time", f"{r['train_seconds']:.0f} s training, {r['total_seconds']:.0f} s total"),
+        ("wall time", wall),
         ("data", f"{r['train_examples']:,} train / {r['heldout_examples']:,} held-out examples"
                  f", each read {r['data_passes']:.1f} times on average"),
     ]
