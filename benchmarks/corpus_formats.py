@@ -171,28 +171,59 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-def _tree_rss_kb(pid: int) -> tuple[int, int]:
-    """(sum, largest) VmRSS in kB of `pid` and its descendants, from /proc."""
+def _status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as {field: value}; empty once the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines()
+                                      if ":" in line)}
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, from /proc (Linux)."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        ppid = int(fields.get("PPid", "0").strip() or 0)
-        children.setdefault(ppid, []).append(int(entry))
-        rss[int(entry)] = int(fields.get("VmRSS", "0 kB").split()[0]) if "VmRSS" in fields else 0
+        if entry.isdigit():
+            ppid = int(_status(int(entry)).get("PPid", "0") or 0)
+            children.setdefault(ppid, []).append(int(entry))
     stack, seen = [pid], []
     while stack:
         p = stack.pop()
         seen.append(p)
         stack.extend(children.get(p, []))
-    values = [rss.get(p, 0) for p in seen]
+    return seen
+
+
+def memory_kb(pid: int, field: str = "VmRSS") -> int:
+    """A /proc/PID/status memory field in kB (0 once the process is gone)."""
+    value = _status(pid).get(field)
+    return int(value.split()[0]) if value else 0
+
+
+def _tree_rss_kb(pid: int) -> tuple[int, int]:
+    """(sum, largest) VmRSS in kB of `pid` and its descendants."""
+    values = [memory_kb(p) for p in descendants(pid)]
     return sum(values), max(values, default=0)
+
+
+def run_logged(cmd: list[str], log: Path, env: dict[str, str], sample) -> float:
+    """Run `cmd` with its output in `log` (a pipe left unread could fill and block it), calling
+    `sample(pid)` every 0.1 s until it exits; its seconds. Exits with the log's last lines if
+    the command fails."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        while proc.poll() is None:
+            sample(proc.pid)
+            time.sleep(0.1)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: "
+                         f"{log.read_text().strip().splitlines()[-3:]}")
+    return seconds
 
 
 def ensure_vocab(work: Path, docs: list[str], sample_mb: int) -> Path:
@@ -214,23 +245,19 @@ def run_prepare(corpus: str, vocab: Path, out: Path, workers: int, seq_len: int)
     cmd = [sys.executable, "-m", "electra.cli", "prepare", "--corpus", corpus, "--tokenizer",
            str(vocab), "--seq-len", str(seq_len), "--out", str(out), "--heldout-fraction", "0",
            "--workers", str(workers), "--overwrite"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TQDM_DISABLE": "1"})
-    peak_sum = peak_one = 0
-    while proc.poll() is None:
-        total, largest = _tree_rss_kb(proc.pid)
-        peak_sum, peak_one = max(peak_sum, total), max(peak_one, largest)
-        time.sleep(0.1)
-    seconds = time.perf_counter() - start
-    stdout, stderr = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"prepare failed: {stderr.strip().splitlines()[-1:]}")
+    peaks = [0, 0]
+
+    def sample(pid: int) -> None:
+        total, largest = _tree_rss_kb(pid)
+        peaks[:] = max(peaks[0], total), max(peaks[1], largest)
+
+    seconds = run_logged(cmd, out.parent / f"{out.name}-prepare.log",
+                         {**os.environ, "TQDM_DISABLE": "1"}, sample)
     manifest = json.loads((out / "manifest.json").read_text())
     tokens = manifest["splits"]["train"]["num_tokens"]
     return {"seconds": round(seconds, 2), "tokens": tokens,
-            "tokens_per_s": round(tokens / seconds), "peak_rss_mb": round(peak_sum / 1024, 1),
-            "peak_rss_largest_process_mb": round(peak_one / 1024, 1),
+            "tokens_per_s": round(tokens / seconds), "peak_rss_mb": round(peaks[0] / 1024, 1),
+            "peak_rss_largest_process_mb": round(peaks[1] / 1024, 1),
             "bytes_written": _size(out), "examples": manifest["splits"]["train"]["num_examples"],
             "shards_sha256": [s["sha256"]["tokens"] for s in
                               manifest["splits"]["train"]["shards"]]}

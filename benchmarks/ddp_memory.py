@@ -26,16 +26,17 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus_formats import (
     VOCAB_MB,
     _size,
+    descendants,
     ensure_vocab,
+    memory_kb,
+    run_logged,
     run_prepare,
     source_documents,
     write_formats,
@@ -56,59 +57,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _status_kb(pid: int) -> dict[str, int] | None:
+def _local_rank(pid: int) -> int | None:
+    """The LOCAL_RANK torchrun gave process `pid`, if it is one of its workers."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return None
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    return {k: int(fields[k].split()[0]) for k in FIELDS if k in fields}
-
-
-def _ranks(parent: int) -> dict[int, int]:
-    """{rank: pid} of the pretrain workers below `parent` (their LOCAL_RANK)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"pretrain" not in cmdline or int(entry) == parent:
-            continue
-        env = dict(item.split(b"=", 1) for item in environ if b"=" in item)
-        if b"LOCAL_RANK" in env and env.get(b"TORCHELASTIC_RUN_ID") is not None:
-            found[int(env[b"LOCAL_RANK"])] = int(entry)
-    return found
+    env = dict(item.split(b"=", 1) for item in environ if b"=" in item)
+    return int(env[b"LOCAL_RANK"]) if b"LOCAL_RANK" in env else None
 
 
 def run_ranks(data: Path, out: Path, ranks: int, preset: str, steps: int) -> dict[str, Any]:
+    """`steps` of pre-training under torchrun; each rank's peak memory, found among the
+    launcher's own descendants (other runs on the machine are not measured)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={ranks}", "-m", "electra.cli", "pretrain", "--preset", preset,
            "--data", str(data), "--out", str(out), "--steps", str(steps), "--log-every",
            str(steps), "--eval-every", "0", "--save-every", str(steps), "--warmup-steps", "1"]
     shutil.rmtree(out, ignore_errors=True)  # a fresh run each time, not a resume
-    env = {**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
     peaks: dict[int, dict[str, int]] = {}
-    while proc.poll() is None:
-        for rank, pid in _ranks(proc.pid).items():
-            status = _status_kb(pid)
-            if status:
+
+    def sample(launcher: int) -> None:
+        for pid in descendants(launcher)[1:]:
+            rank = _local_rank(pid)
+            if rank is not None:
                 peak = peaks.setdefault(rank, dict.fromkeys(FIELDS, 0))
-                for key, value in status.items():
-                    peak[key] = max(peak[key], value)
-        time.sleep(0.1)
-    _, stderr = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"torchrun pretrain failed: {stderr.strip().splitlines()[-3:]}")
+                for key in FIELDS:
+                    peak[key] = max(peak[key], memory_kb(pid, key))
+
+    seconds = run_logged(cmd, out.parent / f"{out.name}.log",
+                         {**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}, sample)
     if len(peaks) != ranks:
         raise SystemExit(f"saw {len(peaks)} ranks' memory, expected {ranks}")
-    return {"seconds": round(time.perf_counter() - start, 1),
+    return {"seconds": round(seconds, 1),
             "ranks": {str(rank): {f"peak_{k}_mb": round(v / 1024, 1) for k, v in p.items()}
                       for rank, p in sorted(peaks.items())}}
 
@@ -129,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         manifest = json.loads((data / "manifest.json").read_text())
         result = run_ranks(data, work / "ddp-run", args.ranks, args.preset, steps)
         runs[f"{size}mb"] = {"tokens": manifest["splits"]["train"]["num_tokens"],
-                             "shard_mb": round(_size(data) / 2**20, 1), **result}
+                             "shard_mb": round(_size(data) / 1e6, 1), **result}
     report = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
               "preset": args.preset, "ranks": args.ranks, "steps": steps, "runs": runs}
     print(json.dumps(report, indent=1))

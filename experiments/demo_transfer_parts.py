@@ -11,7 +11,7 @@ that finds it is not trained again. Prints one JSON object (medians over seeds, 
     python -m experiments.demo_transfer_parts --model DIR --lrs 1e-4,3e-4,1e-3 \
         --starts pretrained,random
     python -m experiments.demo_transfer_parts --model DIR --starts pretrained,random \
-        --task chunk --train-examples 2000 --epochs 3         # the demo's check
+        --task chunk                                          # the demo's check
 """
 
 from __future__ import annotations
@@ -114,16 +114,19 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--starts", default=",".join(STARTS), help="default: %(default)s")
     p.add_argument("--lrs", default="3e-4", help="fine-tuning learning rates (default 3e-4, "
                    "Table 5.2's for Small, which `tiny` uses)")
-    p.add_argument("--task", default="SST-2", help="default: %(default)s (the demo's check)")
-    p.add_argument("--epochs", type=float, default=1.0, help="default: %(default)s")
-    p.add_argument("--train-examples", type=int, default=SST2.train_examples,
-                   help="the first N training examples (default: %(default)s)")
+    p.add_argument("--task", default="SST-2", help="default: %(default)s; chunk runs the "
+                   "demo's check, other tasks read a GLUE folder")
+    p.add_argument("--epochs", type=float, help="default: the demo's check of that task (SST-2 "
+                   "1, chunk 3), else 1")
+    p.add_argument("--train-examples", type=int, help="the first N training examples "
+                   "(default: the demo's check of that task: SST-2 10,000, chunk 2,000)")
     args = p.parse_args(argv)
+    base = CHECKS.get(args.task, SST2)
     data = find_check_data(args.data, args.task if args.task in CHECK_DATA else "SST-2")
     if data is None:
         p.error(f"no data for {args.task} found: pass --data")
-    check = CheckSettings(task=args.task, epochs=args.epochs,
-                          train_examples=args.train_examples)
+    check = CheckSettings(task=args.task, epochs=args.epochs or base.epochs,
+                          train_examples=args.train_examples or base.train_examples)
     report = run(args.model, args.work, data, args.starts.split(","),
                  [float(x) for x in args.lrs.split(",")], check)
     print(json.dumps(report, indent=1))

@@ -82,13 +82,29 @@ def test_the_check_looks_for_the_test_data_beside_the_checkout(tmp_path, monkeyp
     assert check._CHECKOUT_DATA == root.parent / "shared" / "data"
     (tmp_path / "train.txt").write_text("He NN B-NP\n")
     monkeypatch.setenv(check.CHECK_DATA_ENV, str(tmp_path))
+    assert find_check_data(None, "chunk") != tmp_path  # test.txt is missing
+    (tmp_path / "test.txt").write_text("He NN B-NP\n")
     assert find_check_data(None, "chunk") == tmp_path
     assert find_check_data(None, "SST-2") != tmp_path
     assert find_check_data(tmp_path, "SST-2") is None
+    assert check.check_data_candidates(None, "SST-2") == [tmp_path, check._CHECKOUT_DATA / "glue"]
 
 
-@pytest.mark.parametrize("task, expected", [("chunk", "train.txt"),
-                                            ("SST-2", "SST-2/train.tsv")])
+def test_the_check_tasks_the_cli_offers_are_the_checks():
+    """The CLI lists the tasks without importing the check (torch); they must not drift."""
+    import argparse
+
+    from electra.demo import check, cli
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    cli.add_parsers(sub)
+    demo = sub.choices["demo"]
+    choices = next(a.choices for a in demo._actions if a.dest == "check_task")
+    assert tuple(choices) == tuple(check.CHECKS)
+
+
+@pytest.mark.parametrize("task, expected", [("chunk", "train.txt and test.txt"),
+                                            ("SST-2", "SST-2/train.tsv and SST-2/dev.tsv")])
 def test_demo_check_data_without_the_tasks_files_is_refused_before_anything_is_written(
         tmp_path, task, expected):
     with pytest.raises(ElectraError, match=f"--check-data .*no {expected} there"):

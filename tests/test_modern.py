@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import SHARED_DATA
 from export_helpers import run_isolated
 
 from electra import flops
@@ -25,8 +26,7 @@ from electra.model.modern_hf import modernbert_config
 from electra.model.networks import Discriminator, Generator
 from electra.objectives import REGISTRY
 
-SQUAD_DEV = (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad"
-             / "dev-v1.1.json.gz")
+SQUAD_DEV = SHARED_DATA / "squad" / "dev-v1.1.json.gz"
 WINDOW = 16  # keys at most 8 positions away: small, so that short test sequences exceed it
 
 
@@ -516,14 +516,17 @@ QA_SERVER = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not SQUAD_DEV.is_file(), reason=f"SQuAD v1.1 dev absent ({SQUAD_DEV})")
-def test_squad_model_trains_and_loads_as_modernbert_for_question_answering(tmp_path, data_dir):
+def test_squad_model_trains_and_loads_as_modernbert_for_question_answering(tmp_path, data_dir,
+                                                                           capsys):
     """`electra finetune --task squad` trains a modern model with BERT's start/end head, scores
     it as the official script does, and writes a ModernBertForQuestionAnswering that gives its
-    start and end logits on a padded batch (within 1e-5, no electra imported) and answers in
-    the question-answering pipeline where the installed transformers still has one."""
+    serving start and end logits on a padded batch (within 1e-5, no electra imported) and
+    answers in the question-answering pipeline where the installed transformers still has one.
+    SQuAD 2.0 is refused before anything is written."""
     pytest.importorskip("transformers")
     from electra.cli import main
     from electra.finetune.model_io import load_finetuned
+    from electra.model.task_heads import serving_outputs
     from electra.tasks.squad import split_squad_file
 
     _tiny_run(data_dir, tmp_path / "pre", "electra")
@@ -536,15 +539,20 @@ def test_squad_model_trains_and_loads_as_modernbert_for_question_answering(tmp_p
                  "--batch-size", "8", "--quiet"]) == 0
     scores = json.loads((out / "results.json").read_text())["seeds"][0]["scores"]
     assert set(scores) == {"exact_match", "f1"} and 0.0 <= scores["f1"] <= 100.0
+    assert main(["finetune", "--model", str(tmp_path / "pre" / "final" / "discriminator"),
+                 "--task", "squad2", "--data", str(tmp_path / "data"), "--out",
+                 str(tmp_path / "squad2")]) == 1  # refused before any data is read
+    assert "SQuAD 2.0 is not supported for the modern architecture" in capsys.readouterr().err
+    assert not (tmp_path / "squad2").exists()
 
     model, _, info = load_finetuned(out / "model")
     assert info["head_kind"] == "span"
     vocab_size = model.encoder.config.vocab_size
     batch = padded_batch(vocab_size, 40)
-    with torch.no_grad():
+    with torch.no_grad():  # what a server gets: the ONNX graph computes this
         hidden = model.eval().encoder(batch["input_ids"], None, batch["attention_mask"])
-        unmasked = torch.zeros_like(batch["attention_mask"])
-        start, end = model.task_head.span_logits(hidden, unmasked)
+        start, end = serving_outputs("span", model.task_head, hidden, batch["attention_mask"],
+                                     torch.zeros_like(batch["input_ids"]))
     torch.save(batch, tmp_path / "batch.pt")
     torch.save((start, end, batch["attention_mask"].bool()), tmp_path / "expected.pt")
     report = run_isolated(QA_SERVER, [str(out / "model"), str(tmp_path / "batch.pt"),

@@ -227,6 +227,18 @@ def test_postprocess_picks_the_max_context_candidate_across_windows() -> None:
     assert postprocess_predictions([example], [f0], [_beam([(5, 5, -0.1, -0.1)])])[0] == {"q": ""}
 
 
+def test_postprocess_skips_beam_positions_past_a_short_window() -> None:
+    """A short window batched with longer ones is padded; its masked positions all tie at the
+    minimum logit, so a beam may pick padding past the window's length. Those positions are
+    skipped, not looked up."""
+    example = SquadExample("q", "which?", CONTEXT, [SquadAnswer("gamma delta", 11)])
+    short = _feature(0, ["beta", "gamma"], [True, True])  # 6 positions
+    raw = _beam([(41, 63, -0.1, -0.1),   # padding of the batch's longer windows
+                 (3, 48, -0.2, -0.2),    # a real start, an end in the padding
+                 (4, 4, -1.0, -1.0)])    # "gamma": the only candidate inside the window
+    assert postprocess_predictions([example], [short], [raw])[0] == {"q": "gamma"}
+
+
 def test_postprocess_v2_null_score_and_threshold() -> None:
     example = SquadExample("q", "which?", CONTEXT, [])
     f0 = _feature(0, ["alpha", "beta", "gamma"], [True, True, False])

@@ -20,8 +20,9 @@ from electra.demo.check import (
     CHECK_DATA_ENV,
     CHECKS,
     CheckSettings,
+    check_data_candidates,
     downstream_check,
-    expected_file,
+    expected_files,
     find_check_data,
     format_check,
 )
@@ -77,7 +78,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         raise ElectraError(f"the demo's check runs {' or '.join(CHECKS)}, not {settings.task!r}")
     check_dir = find_check_data(check_data, settings.task) if check else None
     if check and check_data is not None and check_dir is None:
-        raise ElectraError(f"--check-data {check_data}: no {expected_file(settings.task)} there "
+        raise ElectraError(f"--check-data {check_data}: no {expected_files(settings.task)} there "
                            f"(the {settings.task} check's data is expected)")
     started = time.perf_counter()
     out = Path(out_dir)
@@ -140,8 +141,10 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     probes = heldout_probes(run_dir)
     downstream: dict[str, Any] = {"skipped": "not asked for (--no-check)"}
     if check and check_dir is None:
-        downstream = {"skipped": f"no {expected_file(settings.task)} for the {settings.task} "
-                                 f"check: pass --check-data DIR or set ${CHECK_DATA_ENV}"}
+        tried = ", ".join(str(p) for p in check_data_candidates(None, settings.task))
+        downstream = {"skipped": f"no {expected_files(settings.task)} for the {settings.task} "
+                                 f"check in {tried}: pass --check-data DIR or set "
+                                 f"${CHECK_DATA_ENV}"}
     elif check:
         _stage(f"downstream check: fine-tuning on {settings.task} from the pre-trained "
                f"discriminator and from random weights, {settings.seeds} seeds each")

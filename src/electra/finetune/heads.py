@@ -24,7 +24,14 @@ from electra.model.task_heads import (
 from electra.tasks.squad.head import split_outputs
 
 
-class SpanHead(SquadHead):
+class SpanRows:
+    """Span heads' per-feature rows: the windows' beams (`electra.tasks.squad.head`)."""
+
+    def rows(self, output: SquadHeadOutput, lengths: list[int]) -> list:
+        return split_outputs(output)
+
+
+class SpanHead(SpanRows, SquadHead):
     """`SquadHead` behind the head interface: num_outputs 2 (start, end) or 3 (+ answerability,
     SQuAD 2.0); no dropout, as in ELECTRA's `qa_tasks.py`. In training mode it reads the gold
     positions from the batch and returns the loss; in eval mode the start/end beams."""
@@ -38,11 +45,8 @@ class SpanHead(SquadHead):
         return super().forward(hidden, batch["p_mask"], batch["start_positions"],
                                batch["end_positions"], batch["is_impossible"])
 
-    def rows(self, output: SquadHeadOutput, lengths: list[int]) -> list:
-        return split_outputs(output)
 
-
-class StartEndSpanHead(StartEndHead):
+class StartEndSpanHead(SpanRows, StartEndHead):
     """`StartEndHead` behind the head interface, the modern architecture's SQuAD 1.1 head. In
     training mode the loss is BERT's, (start CE + end CE) / 2 on the gold positions; in eval
     mode the beams `electra.tasks.squad.head` decodes: the top `n_top` starts, each paired with
@@ -52,11 +56,7 @@ class StartEndSpanHead(StartEndHead):
     n_top = 20
 
     def __init__(self, hidden: int, num_outputs: int, dropout: float, transform: nn.Module):
-        if num_outputs != 2:
-            raise ElectraError("SQuAD 2.0 is not supported for the modern architecture: "
-                               "ModernBertForQuestionAnswering has no answerability "
-                               "classifier; fine-tune on SQuAD 1.1 (--task squad)")
-        super().__init__(hidden, 2, dropout, transform)
+        super().__init__(hidden, 2, dropout, transform)  # `check_head` refused SQuAD 2.0
 
     def forward(self, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> SquadHeadOutput:
         start, end = self.span_logits(hidden, batch["p_mask"])
@@ -71,9 +71,6 @@ class StartEndSpanHead(StartEndHead):
                                end_top_log_probs=end_log_probs[:, None].expand(-1, k, -1),
                                end_top_index=end_index[:, None].expand(-1, k, -1))
 
-    def rows(self, output: SquadHeadOutput, lengths: list[int]) -> list:
-        return split_outputs(output)
-
 
 HEADS = {"sequence": SequenceHead, "regression": RegressionHead, "token": TokenHead,
          "span": SpanHead}
@@ -81,11 +78,30 @@ HEADS = {"sequence": SequenceHead, "regression": RegressionHead, "token": TokenH
 MODERN_HEADS = {**HEADS, "span": StartEndSpanHead}
 
 
+def check_head(cfg: EncoderConfig, kind: str, num_outputs: int, single_task: bool) -> None:
+    """Refuse, in one line, a head the encoder's architecture cannot carry (the fine-tuning
+    loops call it before reading any data). The modern architecture's models are ModernBert
+    classes, which have no answerability classifier (SQuAD 2.0) and no sigmoid regression on
+    normalised labels (a single-task model's; a multi-task one is served as its encoder)."""
+    if kind not in HEADS:
+        raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
+    if not is_modern(cfg):
+        return
+    if kind == "span" and num_outputs != 2:
+        raise ElectraError("SQuAD 2.0 is not supported for the modern architecture: "
+                           "ModernBertForQuestionAnswering has no answerability classifier; "
+                           "fine-tune on SQuAD 1.1 (--task squad)")
+    if kind == "regression" and single_task:
+        raise ElectraError("the sigmoid regression head (labels normalised to [0, 1]) has no "
+                           "ModernBert class to export a single-task model of the modern "
+                           "architecture to; fine-tune without a label range (a linear "
+                           "regression head) or in `electra multitask`")
+
+
 def make_head(kind: str, cfg: EncoderConfig, num_outputs: int, dropout: float) -> nn.Module:
     """A task head for an encoder of config `cfg`. The modern architecture's heads put
     ModernBERT's prediction head before the classifier, as its task classes do."""
-    if kind not in HEADS:
-        raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
+    check_head(cfg, kind, num_outputs, single_task=False)
     if is_modern(cfg):
         head = MODERN_HEADS[kind](cfg.hidden_size, num_outputs, dropout,
                                   PredictionHead(cfg.hidden_size, cfg.layer_norm_eps,
@@ -102,11 +118,8 @@ class FinetuneModel(nn.Module):
     def __init__(self, encoder: Encoder, head_kind: str, num_outputs: int, dropout: float = 0.1,
                  head: nn.Module | None = None):
         super().__init__()
-        if head is None and is_modern(encoder.config) and head_kind == "regression":
-            raise ElectraError("the sigmoid regression head (labels normalised to [0, 1]) has no "
-                               "ModernBert class to export a single-task model of the modern "
-                               "architecture to; fine-tune without a label range (a linear "
-                               "regression head) or in `electra multitask`")
+        if head is None:
+            check_head(encoder.config, head_kind, num_outputs, single_task=True)
         self.encoder = encoder
         self.task_head = head or make_head(head_kind, encoder.config, num_outputs, dropout)
 

@@ -30,7 +30,7 @@ from electra.device import bf16_note, resolve_device, to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
-from electra.finetune.heads import FinetuneModel
+from electra.finetune.heads import FinetuneModel, check_head
 from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
 from electra.presets import SIZES, finetune_defaults, infer_size
@@ -420,6 +420,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     settings.check_model(encoder.config)
+    check_head(encoder.config, task.head_kind, task.num_outputs, single_task=True)
     # Table 5.2, from the size's preset
     size, lr, decay = learning_rates(settings, encoder.config.hidden_size, finetune_defaults)
     epochs = settings.epochs if settings.epochs is not None else task.default_epochs

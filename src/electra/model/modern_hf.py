@@ -1,6 +1,7 @@
 """The modern architecture in `transformers`' own ModernBERT layout (`ModernBertModel`,
-`...ForMaskedLM`, `...ForTokenClassification`, ...; transformers >= 4.48), both ways: our
-weights and config written under its names, and a ModernBERT directory read into our encoder.
+`...ForMaskedLM`, `...ForTokenClassification`, ...; transformers >= 4.51, the first with
+`...ForQuestionAnswering`), both ways: our weights and config written under its names, and a
+ModernBERT directory read into our encoder.
 
 Our modules keep the BERT architecture's names (`electra.model.modern`), so the rename is one
 table per level. A discriminator is `ModernBertForTokenClassification` with one label named
@@ -59,7 +60,7 @@ def layer_types(cfg: ModelConfig) -> list[str]:
 
 def modernbert_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) -> dict:
     """config.json for `architecture` (a ModernBert class name). Both the rotary and layer
-    pattern fields transformers 5 reads (`rope_parameters`, `layer_types`) and the ones 4.48
+    pattern fields transformers 5 reads (`rope_parameters`, `layer_types`) and the ones 4.x
     reads (`global_rope_theta`, `local_rope_theta`, `global_attn_every_n_layers`) are
     written."""
     out = {

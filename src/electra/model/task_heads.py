@@ -90,16 +90,25 @@ class StartEndHead(TokenHead):
     ModernBertForQuestionAnswering's (prediction head, dropout, a two-label classifier), which
     has no place for XLNet's joint end scorer or answerability classifier."""
 
+    def start_end_logits(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end logits [B, S] in fp32, unmasked."""
+        start, end = TokenHead.forward(self, hidden).float().unbind(-1)
+        return start, end
+
     def span_logits(self, hidden: torch.Tensor, p_mask: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Start and end logits [B, S], in fp32, masked where no answer may lie."""
-        start, end = TokenHead.forward(self, hidden).float().unbind(-1)
+        """Start and end logits masked where no answer may lie (what training and `electra
+        predict` use)."""
+        start, end = self.start_end_logits(hidden)
         return masked_logits(start, p_mask), masked_logits(end, p_mask)
 
     def serving_logits(self, hidden: torch.Tensor, p_mask: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor, None]:
-        """As `SquadHead.serving_logits`: start and end logits, no answerability logit."""
-        return (*self.span_logits(hidden, p_mask), None)
+        """Start and end logits as ModernBertForQuestionAnswering returns them, unmasked, so
+        that the ONNX graph and the transformers class agree (servers such as transformers'
+        question-answering pipeline mask the question themselves); no answerability logit.
+        `p_mask` is not used."""
+        return (*self.start_end_logits(hidden), None)
 
 
 def serving_outputs(head_kind: str, head: nn.Module, hidden: torch.Tensor,
@@ -110,7 +119,8 @@ def serving_outputs(head_kind: str, head: nn.Module, hidden: torch.Tensor,
     sigmoid head on labels normalised from `label_range`, mapped back to that range); the
     tagger's per-token logits [B, S, C]; the span head's start and end logits [B, S] (and the
     unanswerable logit [B] for SQuAD 2.0), masked where training masked them when token types
-    are given (padding only without), see `squad_head.serving_p_mask`."""
+    are given (padding only without), see `squad_head.serving_p_mask`; the modern
+    architecture's `StartEndHead` unmasked, as its transformers class returns them."""
     if head_kind == "span":
         outputs = head.serving_logits(hidden, serving_p_mask(attention_mask, token_type_ids))
         return tuple(t for t in outputs if t is not None)

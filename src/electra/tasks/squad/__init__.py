@@ -1,4 +1,4 @@
-"""SQuAD v1.1/v2.0: reading and windowing (`data`), XLNet's span head and answer selection
+"""SQuAD v1.1/v2.0: reading and windowing (`data`), answer selection from the span heads' beams
 (`head`), the official metrics (`metrics`) and the task behind the fine-tuning interface
 (`task`)."""
 

@@ -69,10 +69,14 @@ def postprocess_predictions(
         if pred.cls_logit is not None:
             null_logit[ex] = min(null_logit.get(ex, math.inf), pred.cls_logit)
         for i, start in enumerate(pred.start_index):
-            if feature.offsets[start] is None or not feature.max_context[start]:
+            # A beam may reach past this window's length: its padding, masked in a longer
+            # window's batch, ties at the minimum logit with the window's other masked positions.
+            if (start >= len(feature.offsets) or feature.offsets[start] is None
+                    or not feature.max_context[start]):
                 continue
             for j, end in enumerate(pred.end_index[i]):
-                if feature.offsets[end] is None or end < start or end - start + 1 > max_answer_len:
+                if (end >= len(feature.offsets) or feature.offsets[end] is None or end < start
+                        or end - start + 1 > max_answer_len):
                     continue
                 score = pred.start_log_probs[i] + pred.end_log_probs[i][j]
                 if ex not in best or score > best[ex][0]:
