@@ -39,8 +39,7 @@ def _add_demo(sub) -> None:
     p.add_argument("--check-data", metavar="DIR", help="the check's data: CoNLL-2000's folder "
                    "(train.txt, test.txt) for chunk, a GLUE folder (SST-2/train.tsv, dev.tsv) for "
                    "SST-2; default: $ELECTRA_CHECK_DATA, or ../shared/data/conll2000 (or glue) "
-                   "beside "
-                   "this checkout")
+                   "beside this checkout")
     p.add_argument("--no-check", action="store_true", help="skip the downstream check")
     p.set_defaults(func=_run_demo)
 
