@@ -14,8 +14,13 @@ and its workers, sampled every 0.1 s from /proc (Linux), and the largest single 
 Results are cached per (size, format) under WORK/results/, so an interrupted run resumes; the
 JSON printed at the end holds every finished run.
 
+`--baseline` also runs, on each size's JSON lines file, the pipeline a user would otherwise
+write with `datasets` (`benchmarks.hf_datasets_pipeline`: run_mlm.py's load, tokenize and
+group, num_proc = --workers, a fresh cache), measured the same way; its output is the cache's
+Arrow files. It needs `pip install datasets`.
+
     python -m benchmarks.corpus_formats --sizes-mb 50,200            # about 10 min on 2 cores
-    python -m benchmarks.corpus_formats --sizes-mb 2048 --formats jsonl,parquet
+    python -m benchmarks.corpus_formats --sizes-mb 2048 --formats jsonl,parquet --baseline
     python -m benchmarks.corpus_formats --quick                      # smoke run (seconds)
 """
 
@@ -27,6 +32,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -38,6 +44,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpu
 FORMATS = ("jsonl", "jsonl.zst", "parquet", "datasets")
 VOCAB_MB = 20
 ARROW_FILE_BYTES = 500 << 20
+BASELINE = "datasets-pipeline"  # not a format: the `datasets` pipeline on the JSON lines
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,6 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--formats", default=",".join(FORMATS), help="default: %(default)s")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--baseline", action="store_true",
+                   help="also time the `datasets` pipeline (benchmarks.hf_datasets_pipeline, "
+                   "num_proc = --workers) on each size's JSON lines file; needs `datasets`")
     p.add_argument("--quick", action="store_true", help="1 and 2 MB: a smoke run")
     return p.parse_args(argv)
 
@@ -241,26 +251,50 @@ def ensure_vocab(work: Path, docs: list[str], sample_mb: int) -> Path:
     return vocab
 
 
-def run_prepare(corpus: str, vocab: Path, out: Path, workers: int, seq_len: int) -> dict:
-    cmd = [sys.executable, "-m", "electra.cli", "prepare", "--corpus", corpus, "--tokenizer",
-           str(vocab), "--seq-len", str(seq_len), "--out", str(out), "--heldout-fraction", "0",
-           "--workers", str(workers), "--overwrite"]
+def run_measured(cmd: list[str], log: Path) -> dict[str, float]:
+    """`cmd` run to its end: seconds, and peak RSS of its process tree (sum, largest)."""
     peaks = [0, 0]
 
     def sample(pid: int) -> None:
         total, largest = _tree_rss_kb(pid)
         peaks[:] = max(peaks[0], total), max(peaks[1], largest)
 
-    seconds = run_logged(cmd, out.parent / f"{out.name}-prepare.log",
-                         {**os.environ, "TQDM_DISABLE": "1"}, sample)
+    seconds = run_logged(cmd, log, {**os.environ, "TQDM_DISABLE": "1"}, sample)
+    return {"seconds": round(seconds, 2), "peak_rss_mb": round(peaks[0] / 1024, 1),
+            "peak_rss_largest_process_mb": round(peaks[1] / 1024, 1)}
+
+
+def run_prepare(corpus: str, vocab: Path, out: Path, workers: int, seq_len: int) -> dict:
+    cmd = [sys.executable, "-m", "electra.cli", "prepare", "--corpus", corpus, "--tokenizer",
+           str(vocab), "--seq-len", str(seq_len), "--out", str(out), "--heldout-fraction", "0",
+           "--workers", str(workers), "--overwrite"]
+    measured = run_measured(cmd, out.parent / f"{out.name}-prepare.log")
     manifest = json.loads((out / "manifest.json").read_text())
     tokens = manifest["splits"]["train"]["num_tokens"]
-    return {"seconds": round(seconds, 2), "tokens": tokens,
-            "tokens_per_s": round(tokens / seconds), "peak_rss_mb": round(peaks[0] / 1024, 1),
-            "peak_rss_largest_process_mb": round(peaks[1] / 1024, 1),
+    return {**measured, "tokens": tokens, "tokens_per_s": round(tokens / measured["seconds"]),
             "bytes_written": _size(out), "examples": manifest["splits"]["train"]["num_examples"],
             "shards_sha256": [s["sha256"]["tokens"] for s in
                               manifest["splits"]["train"]["shards"]]}
+
+
+def run_baseline(jsonl: str, vocab: Path, cache: Path, workers: int, seq_len: int) -> dict:
+    """The `datasets` pipeline on the same JSON lines file, from a fresh cache (its output),
+    removed afterwards. Its tokens are its packed blocks' (no sentence packing, one
+    [CLS]/[SEP] pair per document), so compare seconds, not tokens."""
+    shutil.rmtree(cache, ignore_errors=True)
+    cmd = [sys.executable, "-m", "benchmarks.hf_datasets_pipeline", "--corpus", jsonl,
+           "--tokenizer", str(vocab), "--cache", str(cache), "--seq-len", str(seq_len),
+           "--num-proc", str(workers)]
+    log = cache.parent / f"{cache.name}.log"
+    try:
+        measured = run_measured(cmd, log)
+        written = _size(cache)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    output = json.loads(log.read_text().strip().splitlines()[-1])
+    tokens = output["packed_tokens"]
+    return {**measured, "tokens": tokens, "tokens_per_s": round(tokens / measured["seconds"]),
+            "bytes_written": written, "examples": output["examples"]}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -285,11 +319,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 cached.write_text(json.dumps(result, indent=1) + "\n")
             runs[f"{size}mb/{fmt}"] = json.loads(cached.read_text())
-    identical = {size: len({json.dumps(r["shards_sha256"]) for r in runs.values()
+        cached = work / "results" / f"{size}mb-{BASELINE}.json"
+        if args.baseline and not cached.is_file():
+            jsonl = work / f"corpus-{size}mb" / "corpus.jsonl"  # written by write_formats
+            result = run_baseline(str(jsonl), vocab, work / "hf-cache", args.workers,
+                                  args.seq_len)
+            result.update(size_mb=size, format=BASELINE, input_bytes=_size(jsonl))
+            cached.write_text(json.dumps(result, indent=1) + "\n")
+        if args.baseline:
+            runs[f"{size}mb/{BASELINE}"] = json.loads(cached.read_text())
+    prepared = {k: r for k, r in runs.items() if r["format"] != BASELINE}
+    identical = {size: len({json.dumps(r["shards_sha256"]) for r in prepared.values()
                             if r["size_mb"] == size}) == 1 for size in sizes}
     report = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
               "workers": args.workers, "seq_len": args.seq_len, "runs": runs,
-              "same_shards_in_every_format": identical}
+              "same_shards_in_every_format": identical,
+              "baseline_seconds_over_electra_jsonl": {
+                  size: round(runs[f"{size}mb/{BASELINE}"]["seconds"]
+                              / runs[f"{size}mb/jsonl"]["seconds"], 2)
+                  for size in sizes if f"{size}mb/{BASELINE}" in runs
+                  and f"{size}mb/jsonl" in runs}}
     print(json.dumps(report, indent=1))
     return report
 

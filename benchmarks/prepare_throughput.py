@@ -46,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.hf_datasets_pipeline import run_hf_datasets
 from electra.data.prepare import prepare_corpus
 from electra.data.vocab import KINDS, train_vocab
 from electra.tokenizer import load_tokenizer
@@ -104,30 +105,6 @@ def run_electra(corpus: Path, tokenizer_dir: Path, out: Path, seq_len: int,
                               overwrite=True, workers=workers, heldout_fraction=0.0)
     train = manifest["splits"]["train"]
     return {"examples": train["num_examples"], "packed_tokens": train["num_tokens"]}
-
-
-def run_hf_datasets(corpus: Path, tokenizer_dir: Path, cache: Path, seq_len: int,
-                    num_proc: int) -> dict[str, Any]:
-    """What run_mlm.py does, with the tokenizer called directly (no transformers wrapper)."""
-    import datasets
-    from tokenizers import Tokenizer
-
-    datasets.disable_progress_bars()
-    tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-
-    def tokenize(batch: dict[str, list]) -> dict[str, list]:
-        return {"input_ids": [e.ids for e in tokenizer.encode_batch(batch["text"])]}
-
-    def group_texts(batch: dict[str, list]) -> dict[str, list]:
-        ids = list(itertools.chain.from_iterable(batch["input_ids"]))
-        total = len(ids) // seq_len * seq_len
-        return {"input_ids": [ids[i : i + seq_len] for i in range(0, total, seq_len)]}
-
-    raw = datasets.load_dataset("json", data_files=str(corpus), split="train",
-                                cache_dir=str(cache))
-    tokenized = raw.map(tokenize, batched=True, num_proc=num_proc, remove_columns=raw.column_names)
-    blocks = tokenized.map(group_texts, batched=True, num_proc=num_proc)
-    return {"examples": len(blocks), "packed_tokens": len(blocks) * seq_len}
 
 
 def tree_digest(root: Path) -> str:

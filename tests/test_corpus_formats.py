@@ -243,3 +243,18 @@ def test_the_ddp_memory_benchmark_reads_every_rank(tmp_path):
         assert list(run["ranks"]) == ["0", "1"]
         for peaks in run["ranks"].values():
             assert 0 < peaks["peak_RssAnon_mb"] < peaks["peak_VmRSS_mb"]
+
+
+@pytest.mark.slow  # ~30 s: two tiny corpora prepared, then run through `datasets`' map
+def test_the_formats_benchmark_times_the_datasets_pipeline_on_the_same_file(tmp_path):
+    pytest.importorskip("datasets", reason="the baseline needs `pip install datasets`")
+    from benchmarks import corpus_formats
+
+    report = corpus_formats.main(["--quick", "--work", str(tmp_path),
+                                  "--formats", "jsonl", "--workers", "1", "--baseline"])
+    baseline, electra = report["runs"]["1mb/datasets-pipeline"], report["runs"]["1mb/jsonl"]
+    assert baseline["input_bytes"] == electra["input_bytes"]
+    assert baseline["examples"] > 0 and baseline["tokens"] == baseline["examples"] * 128
+    assert baseline["bytes_written"] > 0 and baseline["peak_rss_mb"] > 0
+    assert report["baseline_seconds_over_electra_jsonl"][1] > 0
+    assert not (tmp_path / "quick" / "hf-cache").exists()
