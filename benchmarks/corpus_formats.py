@@ -10,7 +10,9 @@ vocabulary of 8,192 tokens is trained once on the first 20 MB, untimed.
 
 Each prepare runs as its own process (`python -m electra.cli prepare --workers W`, no held-out
 split), timed from start to exit. Peak memory is the largest sum of VmRSS over that process
-and its workers, sampled every 0.1 s from /proc (Linux), and the largest single process's.
+and its workers, sampled every 0.1 s from /proc (Linux), the largest single process's, and the
+largest sum of RssAnon (VmRSS without file pages: memory-mapped input counts in VmRSS while
+its pages stay cached, but the kernel can take them back).
 Results are cached per (size, format) under WORK/results/, so an interrupted run resumes; the
 JSON printed at the end holds every finished run.
 
@@ -212,10 +214,12 @@ def memory_kb(pid: int, field: str = "VmRSS") -> int:
     return int(value.split()[0]) if value else 0
 
 
-def _tree_rss_kb(pid: int) -> tuple[int, int]:
-    """(sum, largest) VmRSS in kB of `pid` and its descendants."""
-    values = [memory_kb(p) for p in descendants(pid)]
-    return sum(values), max(values, default=0)
+def _tree_rss_kb(pid: int) -> tuple[int, int, int]:
+    """VmRSS in kB of `pid` and its descendants: sum and largest; and the sum of their RssAnon
+    (private memory, without the file pages of memory-mapped input that VmRSS counts)."""
+    processes = descendants(pid)
+    values = [memory_kb(p) for p in processes]
+    return sum(values), max(values, default=0), sum(memory_kb(p, "RssAnon") for p in processes)
 
 
 def run_logged(cmd: list[str], log: Path, env: dict[str, str], sample) -> float:
@@ -253,15 +257,15 @@ def ensure_vocab(work: Path, docs: list[str], sample_mb: int) -> Path:
 
 def run_measured(cmd: list[str], log: Path) -> dict[str, float]:
     """`cmd` run to its end: seconds, and peak RSS of its process tree (sum, largest)."""
-    peaks = [0, 0]
+    peaks = [0, 0, 0]
 
     def sample(pid: int) -> None:
-        total, largest = _tree_rss_kb(pid)
-        peaks[:] = max(peaks[0], total), max(peaks[1], largest)
+        peaks[:] = map(max, peaks, _tree_rss_kb(pid))
 
     seconds = run_logged(cmd, log, {**os.environ, "TQDM_DISABLE": "1"}, sample)
     return {"seconds": round(seconds, 2), "peak_rss_mb": round(peaks[0] / 1024, 1),
-            "peak_rss_largest_process_mb": round(peaks[1] / 1024, 1)}
+            "peak_rss_largest_process_mb": round(peaks[1] / 1024, 1),
+            "peak_rss_anon_mb": round(peaks[2] / 1024, 1)}
 
 
 def run_prepare(corpus: str, vocab: Path, out: Path, workers: int, seq_len: int) -> dict:

@@ -129,16 +129,22 @@ def _check_column(schema: Any, text_field: str, where: str) -> None:
 
 
 def read_parquet(path: Path, text_field: str) -> Iterator[tuple[int, str]]:
-    """(row, text) of one Parquet file, row group by row group; only the text column is read."""
+    """(row, text) of one Parquet file, row group by row group; only the text column is read.
+
+    One `read_row_group` at a time, not `ParquetFile.iter_batches`: the latter kept what it had
+    decoded in Arrow's memory pool (pyarrow 26: 1.2 GB after a 1.3 GB file, against 25 MB row
+    group by row group; apache/arrow#39808 reports the same growth)."""
     pq = _require("pyarrow.parquet", f"{path.name} (Parquet)")
     try:
         parquet = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises its own ArrowInvalid / OSError kinds
         raise ElectraError(f"{path}: not a readable Parquet file ({e})") from None
     _check_column(parquet.schema_arrow, text_field, str(path))
+    batches = (batch for group in range(parquet.num_row_groups)
+               for batch in parquet.read_row_group(group, columns=[text_field])
+               .to_batches(ROWS_PER_BATCH))
     try:
-        yield from _texts(parquet.iter_batches(batch_size=ROWS_PER_BATCH, columns=[text_field]),
-                          text_field, str(path))
+        yield from _texts(batches, text_field, str(path))
     except ElectraError:
         raise
     except Exception as e:
