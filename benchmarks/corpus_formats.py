@@ -14,7 +14,8 @@ and its workers, sampled every 0.1 s from /proc (Linux), the largest single proc
 largest sum of RssAnon (VmRSS without file pages: memory-mapped input counts in VmRSS while
 its pages stay cached, but the kernel can take them back).
 Results are cached per (size, format) under WORK/results/, so an interrupted run resumes; the
-JSON printed at the end holds every finished run.
+JSON printed at the end holds every finished run. A cached result is reused whatever changed
+since: delete its file under WORK/results/ to measure again.
 
 `--baseline` also runs, on each size's JSON lines file, the pipeline a user would otherwise
 write with `datasets` (`benchmarks.hf_datasets_pipeline`: run_mlm.py's load, tokenize and
@@ -256,7 +257,8 @@ def ensure_vocab(work: Path, docs: list[str], sample_mb: int) -> Path:
 
 
 def run_measured(cmd: list[str], log: Path) -> dict[str, float]:
-    """`cmd` run to its end: seconds, and peak RSS of its process tree (sum, largest)."""
+    """`cmd` run to its end: seconds, and the peaks of its process tree's VmRSS (sum, largest
+    process) and RssAnon (sum)."""
     peaks = [0, 0, 0]
 
     def sample(pid: int) -> None:
@@ -286,16 +288,16 @@ def run_baseline(jsonl: str, vocab: Path, cache: Path, workers: int, seq_len: in
     removed afterwards. Its tokens are its packed blocks' (no sentence packing, one
     [CLS]/[SEP] pair per document), so compare seconds, not tokens."""
     shutil.rmtree(cache, ignore_errors=True)
-    cmd = [sys.executable, "-m", "benchmarks.hf_datasets_pipeline", "--corpus", jsonl,
-           "--tokenizer", str(vocab), "--cache", str(cache), "--seq-len", str(seq_len),
-           "--num-proc", str(workers)]
-    log = cache.parent / f"{cache.name}.log"
+    result = cache.parent / f"{cache.name}.json"
+    cmd = [sys.executable, str(Path(__file__).with_name("hf_datasets_pipeline.py")),
+           "--corpus", jsonl, "--tokenizer", str(vocab), "--cache", str(cache),
+           "--seq-len", str(seq_len), "--num-proc", str(workers), "--result", str(result)]
     try:
-        measured = run_measured(cmd, log)
+        measured = run_measured(cmd, cache.parent / f"{cache.name}.log")
         written = _size(cache)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    output = json.loads(log.read_text().strip().splitlines()[-1])
+    output = json.loads(result.read_text())
     tokens = output["packed_tokens"]
     return {**measured, "tokens": tokens, "tokens_per_s": round(tokens / measured["seconds"]),
             "bytes_written": written, "examples": output["examples"]}
@@ -329,6 +331,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result = run_baseline(str(jsonl), vocab, work / "hf-cache", args.workers,
                                   args.seq_len)
             result.update(size_mb=size, format=BASELINE, input_bytes=_size(jsonl))
+            cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps(result, indent=1) + "\n")
         if args.baseline:
             runs[f"{size}mb/{BASELINE}"] = json.loads(cached.read_text())

@@ -51,10 +51,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--cache", type=Path, required=True, help="the datasets cache (its output)")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--num-proc", type=int, default=2)
+    p.add_argument("--result", type=Path, help="also write the JSON printed to this file")
     args = p.parse_args(argv)
     result = run_hf_datasets(args.corpus, args.tokenizer, args.cache, args.seq_len,
                              args.num_proc)
     print(json.dumps(result))
+    if args.result:
+        args.result.write_text(json.dumps(result) + "\n")
     return result
 
 

@@ -113,8 +113,8 @@ def test_a_folder_holding_a_datasets_folder_reads_it_as_one_entry(texts, tmp_pat
 def test_parquet_is_read_one_row_group_at_a_time(texts, tmp_path):
     """Arrow's memory pool holds a few row groups while a Parquet file is read, not the file:
     80 row groups of the addresses (28 MB), and the pool's peak stays under an eighth of the
-    text. Measured: 0.6 to 1.8 MB at half this file; `ParquetFile.iter_batches`, which kept
-    every decoded group, 32 MB here (and 1.2 GB after 2 GB of text)."""
+    text (3.6 MB). Measured here: 1.8 MB (2.5 MB with ARROW_DEFAULT_MEMORY_POOL=system);
+    with `ParquetFile.iter_batches`, whose pool grew with the file, 32 MB."""
     from electra.data.formats import read_parquet
 
     rows = texts * 80

@@ -3,7 +3,7 @@
 (`.jsonl.zst` as The Pile, RedPajama and Dolma ship them).
 
 Each reads one record batch, row group or block at a time, so memory stays bounded whatever
-the corpus size, and keeps the file's row order. The first bad record is an error naming the
+the corpus size (by its largest row group for Parquet), and keeps the file's row order. The first bad record is an error naming the
 file and its row. pyarrow and zstandard are the optional extra `electra[corpora]`; without
 them, a file of these formats is a one-line error saying what to install.
 """
@@ -129,11 +129,12 @@ def _check_column(schema: Any, text_field: str, where: str) -> None:
 
 
 def read_parquet(path: Path, text_field: str) -> Iterator[tuple[int, str]]:
-    """(row, text) of one Parquet file, row group by row group; only the text column is read.
+    """(row, text) of one Parquet file, row group by row group; only the text column is read,
+    so memory grows with the largest row group, not with the file.
 
-    One `read_row_group` at a time, not `ParquetFile.iter_batches`: the latter kept what it had
-    decoded in Arrow's memory pool (pyarrow 26: 1.2 GB after a 1.3 GB file, against 25 MB row
-    group by row group; apache/arrow#39808 reports the same growth)."""
+    One `read_row_group` at a time, not `ParquetFile.iter_batches`: with the latter, Arrow's
+    memory pool grew with the file (pyarrow 26: 1.2 GB after a 1.3 GB file, against 25 MB row
+    group by row group)."""
     pq = _require("pyarrow.parquet", f"{path.name} (Parquet)")
     try:
         parquet = pq.ParquetFile(path)
