@@ -3,9 +3,10 @@
 (`.jsonl.zst` as The Pile, RedPajama and Dolma ship them).
 
 Each reads one record batch, row group or block at a time, so memory stays bounded whatever
-the corpus size (by its largest row group for Parquet), and keeps the file's row order. The first bad record is an error naming the
-file and its row. pyarrow and zstandard are the optional extra `electra[corpora]`; without
-them, a file of these formats is a one-line error saying what to install.
+the corpus size (by its largest row group for Parquet), and keeps the file's row order. The
+first bad record is an error naming the file and its row. pyarrow and zstandard are the
+optional extra `electra[corpora]`; without them, a file of these formats is a one-line error
+saying what to install.
 """
 
 from __future__ import annotations
