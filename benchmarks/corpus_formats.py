@@ -289,6 +289,7 @@ def run_baseline(jsonl: str, vocab: Path, cache: Path, workers: int, seq_len: in
     [CLS]/[SEP] pair per document), so compare seconds, not tokens."""
     shutil.rmtree(cache, ignore_errors=True)
     result = cache.parent / f"{cache.name}.json"
+    result.unlink(missing_ok=True)  # never read a previous run's
     cmd = [sys.executable, str(Path(__file__).with_name("hf_datasets_pipeline.py")),
            "--corpus", jsonl, "--tokenizer", str(vocab), "--cache", str(cache),
            "--seq-len", str(seq_len), "--num-proc", str(workers), "--result", str(result)]
