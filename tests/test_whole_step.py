@@ -275,3 +275,39 @@ def test_pretrain_with_compile_step_resumes_bit_exact(data_dir, tmp_path, monkey
             assert torch.equal(value, weights[1][key]), key
     assert json.loads((tmp_path / "out" / "config.json").read_text())[
         "config"]["train"]["compile_step"] is True
+
+
+def test_compiled_step_compiles_once_per_run_through_warmup_and_decay(data_dir, tmp_path,
+                                                                     monkeypatch):
+    """Every step of warm-up and decay has a new learning rate; it enters the graph as a
+    tensor, so a run compiles its step once, and a resumed run once again (dynamo guarded on
+    `param_groups[0]['lr']` when the step read the optimizer: one graph per step)."""
+    from resume_helpers import interrupted_and_resumed
+    from test_gpu_path import _tiny
+
+    from electra.pretrain.loop import pretrain
+
+    compiled: list[int] = []
+
+    def counting_backend(graph_module, example_inputs):
+        compiled.append(len(example_inputs))
+        return graph_module.forward
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", functools.partial(real_compile,
+                                                            backend=counting_backend))
+
+    def run(out, resume=False):
+        torch._dynamo.reset()
+        cfg = _tiny(6, 3, compile_step=True, save_every=3, warmup_steps=3)
+        return pretrain(cfg, data_dir, out, resume=resume, device="cpu", show_progress=False)
+
+    summary = run(tmp_path / "whole")
+    assert summary["steps"] == 6
+    assert len(compiled) == 1, compiled
+    lrs = [json.loads(line).get("lr") for line in
+           (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert len({lr for lr in lrs if lr is not None}) == 2  # logged at steps 3 and 6: they differ
+    compiled.clear()
+    interrupted_and_resumed(run, tmp_path / "out", monkeypatch, stop_after=3)
+    assert len(compiled) == 2  # the interrupted run's compilation and the resumed run's

@@ -56,25 +56,62 @@ def ensure_adamw_state(optimizer: torch.optim.Optimizer) -> None:
                 state["step"] = state["step"].to(p.device)
 
 
+@dataclass
+class AdamWGroup:
+    """One param group's AdamW hyper-parameters and state tensors, read off the optimizer once.
+    The compiled step reads these plain lists, never the optimizer: dynamo guards on every
+    value of an optimizer's param groups it sees, the learning rate included, so a step that
+    read `optimizer.param_groups` recompiled at every new learning rate."""
+
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    params: list[nn.Parameter]
+    steps: list[torch.Tensor]
+    exp_avgs: list[torch.Tensor]
+    exp_avg_sqs: list[torch.Tensor]
+
+
+def adamw_groups(optimizer: torch.optim.Optimizer) -> list[AdamWGroup]:
+    """`optimizer`'s groups as `AdamWGroup`s over its own state tensors (created where missing,
+    `ensure_adamw_state`), so updates through them are the optimizer's: checkpoints and the
+    eager loop read the same state. Read again after the optimizer's state is replaced
+    (`load_state_dict`)."""
+    ensure_adamw_state(optimizer)
+    groups = []
+    for group in optimizer.param_groups:
+        params = list(group["params"])
+        states = [optimizer.state[p] for p in params]
+        beta1, beta2 = group["betas"]
+        groups.append(AdamWGroup(float(beta1), float(beta2), float(group["eps"]),
+                                 float(group["weight_decay"]), params,
+                                 [s["step"] for s in states], [s["exp_avg"] for s in states],
+                                 [s["exp_avg_sq"] for s in states]))
+    return groups
+
+
 @torch.no_grad()
-def guarded_adamw(optimizer: torch.optim.Optimizer, grads: dict[nn.Parameter, torch.Tensor],
-                  lrs: torch.Tensor, finite: torch.Tensor) -> None:
+def guarded_adamw(optimizer: torch.optim.Optimizer | list[AdamWGroup],
+                  grads: dict[nn.Parameter, torch.Tensor], lrs: torch.Tensor,
+                  finite: torch.Tensor) -> None:
     """One AdamW update of every parameter in `grads` with group i's learning rate `lrs[i]`,
     applied only where `finite` (a 0-dim bool tensor) is True: otherwise parameters, moments
     and step counts stay exactly as they were. Parameters without a gradient are not touched,
     as torch's AdamW leaves them."""
+    groups = adamw_groups(optimizer) if isinstance(optimizer, torch.optim.Optimizer) else optimizer
     apply = finite.float()
-    for i, group in enumerate(optimizer.param_groups):
-        beta1, beta2 = group["betas"]
-        lr, eps, decay = lrs[i], group["eps"], group["weight_decay"]
-        for p in group["params"]:
+    for i, group in enumerate(groups):
+        beta1, beta2, eps, decay, lr = (group.beta1, group.beta2, group.eps, group.weight_decay,
+                                        lrs[i])
+        for p, step_t, avg_t, avg_sq_t in zip(group.params, group.steps, group.exp_avgs,
+                                              group.exp_avg_sqs, strict=True):
             if p not in grads:
                 continue
-            state = optimizer.state[p]
             g = torch.where(finite, grads[p].to(p.dtype), 0.0)
-            step = state["step"] + apply
-            exp_avg = state["exp_avg"] + apply * (1 - beta1) * (g - state["exp_avg"])
-            exp_avg_sq = state["exp_avg_sq"] + apply * (1 - beta2) * (g * g - state["exp_avg_sq"])
+            step = step_t + apply
+            exp_avg = avg_t + apply * (1 - beta1) * (g - avg_t)
+            exp_avg_sq = avg_sq_t + apply * (1 - beta2) * (g * g - avg_sq_t)
             # An update that is not applied may be the first: count at least 1 in the bias
             # correction so that nothing divides by zero.
             counted = step.clamp(min=1.0)
@@ -82,9 +119,9 @@ def guarded_adamw(optimizer: torch.optim.Optimizer, grads: dict[nn.Parameter, to
             bias2 = 1 - beta2 ** counted
             denom = exp_avg_sq.sqrt() / bias2.sqrt() + eps
             p.sub_(apply * lr * (decay * p + exp_avg / (bias1 * denom)))
-            state["step"].copy_(step)
-            state["exp_avg"].copy_(exp_avg)
-            state["exp_avg_sq"].copy_(exp_avg_sq)
+            step_t.copy_(step)
+            avg_t.copy_(exp_avg)
+            avg_sq_t.copy_(exp_avg_sq)
 
 
 @dataclass
@@ -100,7 +137,9 @@ class WholeStep:
     `compile=False` runs the same code eagerly (what the tests compare it with).
 
     The learning rates come from the optimizer's param groups (the host's schedule) as a
-    device tensor, filled before each call without a sync."""
+    device tensor argument, filled before each call without a sync, so a new learning rate is
+    new data, not a new graph: a run compiles once (tests/test_whole_step.py). The optimizer's
+    state must be loaded (resume) before this is built: the step holds its tensors."""
 
     def __init__(self, objective: nn.Module, optimizer: torch.optim.Optimizer,
                  max_grad_norm: float | None, bf16: bool, window_values: WindowValues,
@@ -113,7 +152,7 @@ class WholeStep:
         self.params = [p for g in optimizer.param_groups for p in g["params"]
                        if p.requires_grad]
         self.device = device or self.params[0].device
-        ensure_adamw_state(optimizer)
+        self.groups = adamw_groups(optimizer)
         self.lrs = torch.zeros(len(optimizer.param_groups), device=self.device)
         self._run = self._step
         self._graphed = compile and self.device.type == "cuda"
@@ -160,7 +199,7 @@ class WholeStep:
         finite = torch.isfinite(norm) & torch.isfinite(total)
         coef = clip_coefficient(norm, self.max_grad_norm)
         grads = {p: g * coef.to(g.dtype) for p, g in grads.items()}
-        guarded_adamw(self.optimizer, grads, lrs, finite)
+        guarded_adamw(self.groups, grads, lrs, finite)
         return StepResult(total, values, finite)
 
 
