@@ -115,7 +115,7 @@ def time_training(preset: str, task: Task, features: list[dict], batches: list[l
         for idx in batches:
             start = time.perf_counter()
             batch = task.collate([features[i] for i in idx])
-            train_step(model, task, batch, loop, update, bf16)
+            train_step(model, task, batch, loop, update, "bf16" if bf16 else "fp32")
             loop.end_step()
             elapsed = time.perf_counter() - start
             if timed:
@@ -134,7 +134,7 @@ def time_eval(preset: str, task: Task, examples: list[Example], tokenizer, max_s
               eval_batch_size: int, repeats: int, bf16: bool) -> dict:
     model = new_model(preset, task)
     settings = FinetuneSettings(eval_batch_size=eval_batch_size, max_seq_len=max_seq_len,
-                                bf16=bf16)
+                                precision="bf16" if bf16 else "fp32")
     device = torch.device("cpu")
     predict_examples(model, task, examples, tokenizer, settings, device)  # warm-up
     times = []

@@ -359,7 +359,8 @@ def make_whole_step(model: nn.Module, bf16: bool, compile: bool, lr: float = 5e-
     the host. Returns the `StepResult`."""
     device = device or torch.device("cpu")
     model.train()
-    whole = WholeStep(model, adamw(model, lr), max_grad_norm=1.0, bf16=bf16,
+    whole = WholeStep(model, adamw(model, lr), max_grad_norm=1.0,
+                      precision="bf16" if bf16 else "fp32",
                       window_values=_window_values, compile=compile, device=device)
 
     def step(batch: Batch) -> dict:

@@ -82,7 +82,7 @@ def run_config(objective: str, steps: int, generator_multiplier: float = 0.5,
     cfg.train.warmup_steps = max(1, steps // 10)
     cfg.train.log_every = max(1, steps // 20)
     cfg.train.save_every = max(1, steps // 4)  # resumable if the benchmark is interrupted
-    cfg.train.bf16 = bf16
+    cfg.train.precision = "bf16" if bf16 else "fp32"  # the same numbers on every CPU
     if lr:
         cfg.train.learning_rate = lr
     return cfg

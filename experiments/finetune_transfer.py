@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> dict:
     settings = {t: FinetuneSettings(seeds=args.seeds, epochs=args.epochs, lr=args.lr,
                                     layerwise_decay=args.layerwise_decay,
                                     max_train_examples=train_cap(args, t),
-                                    max_eval_examples=args.max_eval_examples, bf16=args.bf16)
+                                    max_eval_examples=args.max_eval_examples,
+                                    precision="bf16" if args.bf16 else "fp32")
                 for t in tasks}
     calls = [(starts[start], t, args.glue, outs[start] / t, settings[t],
               args.progress and args.jobs == 1) for t, start in jobs]

@@ -111,7 +111,8 @@ def finetune_run(name: str, model_dir: Path, args) -> dict[str, dict]:
                 cap = min(cap or args.max_train_examples_sst2, args.max_train_examples_sst2)
             settings = FinetuneSettings(seeds=args.seeds, max_train_examples=cap,
                                         layerwise_decay=args.layerwise_decay,
-                                        bf16=args.bf16, device=args.device)
+                                        precision="bf16" if args.bf16 else "fp32",
+                                        device=args.device)
             log(f"fine-tuning {name} on {task_name} ({args.seeds} seeds)")
             finetune(model_dir, task_name, args.glue / task_name, out, settings,
                      show_progress=args.progress)

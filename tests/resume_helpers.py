@@ -12,14 +12,15 @@ from electra.pretrain import loop as loop_mod
 
 
 def interrupted_and_resumed(run: Callable[..., Path], out: Path,
-                            monkeypatch: pytest.MonkeyPatch, stop_after: int = 2) -> Path:
-    """`run(out)` stopped (KeyboardInterrupt) once the checkpoint of step `stop_after` is
-    written, then `run(out, resume=True)`; returns what the resumed call returns."""
+                            monkeypatch: pytest.MonkeyPatch, stop_after: int | None = 2) -> Path:
+    """`run(out)` stopped (KeyboardInterrupt) once the checkpoint of step `stop_after` (None:
+    its first) is written, then `run(out, resume=True)`; returns what the resumed call
+    returns."""
     real_save = loop_mod._save_checkpoint
 
-    def save_then_stop(out, objective, optimizer, scheduler, step, *rest):
-        real_save(out, objective, optimizer, scheduler, step, *rest)
-        if step == stop_after:
+    def save_then_stop(out, objective, update, step, *rest):
+        real_save(out, objective, update, step, *rest)
+        if stop_after is None or step == stop_after:
             raise KeyboardInterrupt
 
     monkeypatch.setattr(loop_mod, "_save_checkpoint", save_then_stop)

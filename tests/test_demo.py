@@ -129,3 +129,40 @@ def test_demo_check_verdicts():
     assert "less than the seeds' spread" in unclear
     worse = "\n".join(format_check({**base, "gain": -4.1, "paid": False}))
     assert "did not pay yet" in worse and "-4.1" in worse
+
+
+def test_the_demo_budget_leaves_pretraining_what_set_up_and_the_check_do_not_need():
+    from electra.demo.run import AFTER_PRETRAINING_SECONDS, CHECK_SECONDS, pretraining_budget
+
+    assert pretraining_budget(600, 25, check=True, device="cpu") == (
+        600 - 25 - AFTER_PRETRAINING_SECONDS - CHECK_SECONDS["cpu"])
+    assert pretraining_budget(600, 25, check=False, device="cpu") == (
+        600 - 25 - AFTER_PRETRAINING_SECONDS)
+    with pytest.raises(ElectraError, match=r"--budget 120s leaves 0 s .* or --steps N") as info:
+        pretraining_budget(120, 25, check=True, device="cpu")
+    assert "\n" not in str(info.value)
+
+
+def test_the_summary_says_what_the_budget_bought():
+    from electra.config import PretrainConfig
+    from electra.demo.run import format_summary
+
+    cfg = PretrainConfig.from_preset("tiny-local")
+    report = {"steps": 812, "tokens": 812 * 32 * 128, "train_flops": 1e14, "tokens_per_s": 9e3,
+              "train_seconds": 390.0, "total_seconds": 570.0, "train_examples": 9000,
+              "heldout_examples": 180, "data_passes": 2.9, "precision": "fp32",
+              "budget": {"seconds": 402.0, "spent_seconds": 398.5},
+              "heldout_untrained": {}, "heldout_trained": {}, "final": {},
+              "downstream_check": {"skipped": "not asked for (--no-check)"}}
+    text = format_summary(report, cfg)
+    assert "812 (batch 32 x 128 tokens; bought by 402 s of pre-training budget, 398 s spent)" \
+        in text
+    assert "tiny-local, fp32" in text
+
+
+def test_demo_steps_and_budget_together_are_refused(tmp_path, capsys):
+    from electra.cli import main
+
+    assert main(["demo", "--out", str(tmp_path / "d"), "--steps", "5", "--budget", "5m"]) == 1
+    assert capsys.readouterr().err.strip() == ("electra demo: error: --steps and --budget "
+                                               "together: give one")

@@ -36,7 +36,7 @@ def test_bf16_on_a_slow_cpu_is_refused_with_the_reason(slow_cpu):
     with pytest.raises(ElectraError) as info:
         resolve_device("cpu", bf16=True)
     message = str(info.value)
-    assert message.startswith("--bf16: this CPU has no native bf16")
+    assert message.startswith("--precision bf16: this CPU has no native bf16")
     assert "85x slower than fp32" in message and ALLOW_SLOW_BF16 in message
     assert "\n" not in message
     assert resolve_device("cpu") == torch.device("cpu")  # fp32 is always fine
@@ -85,7 +85,8 @@ def test_detection_on_this_machine_agrees_with_its_flags():
 def one_error_line(err: str, command: str) -> str:
     lines = err.splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"electra {command}: error: --bf16: this CPU has no native bf16")
+    assert lines[0].startswith(f"electra {command}: error: --precision bf16: this CPU has no "
+                               "native bf16")
     return lines[0]
 
 
@@ -111,22 +112,23 @@ def test_pretrain_finetune_multitask_and_score_refuse(slow_cpu, data_dir, tiny_m
     one_error_line(capsys.readouterr().err, "score")
 
 
-def test_an_fp32_run_where_bf16_is_native_says_what_bf16_gives(fast_cpu, data_dir, tmp_path,
-                                                                 capsys):
-    """fp32 stays the default (the same numbers on every machine); where bf16 is native the
-    run says so, once, on stderr, and a --bf16 run does not."""
-    assert "--bf16" in device_mod.bf16_note(torch.device("cpu"))
-    assert "--bf16" in device_mod.bf16_note(torch.device("cuda"))
+def test_auto_precision_trains_bf16_where_it_is_native_and_records_it(fast_cpu, data_dir,
+                                                                       tmp_path):
+    """`--precision auto` (the default) takes bf16 on a CPU with native bf16, fp32 where
+    asked; config.json records the precision used, never `auto`."""
     base = ["pretrain", "--preset", "tiny", "--data", str(data_dir), "--steps", "1",
             "--device", "cpu", "--quiet"]
-    assert main([*base, "--out", str(tmp_path / "fp32")]) == 0
-    assert capsys.readouterr().err.count("computes bf16 natively") == 1
-    assert main([*base, "--out", str(tmp_path / "bf16"), "--bf16"]) == 0
-    assert "natively" not in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "auto")]) == 0
+    assert main([*base, "--out", str(tmp_path / "fp32"), "--fp32"]) == 0
+    for name, expected in (("auto", "bf16"), ("fp32", "fp32")):
+        saved = json.loads((tmp_path / name / "config.json").read_text())
+        assert saved["config"]["train"]["precision"] == expected
 
 
-def test_no_note_where_bf16_is_not_native(slow_cpu):
-    assert device_mod.bf16_note(torch.device("cpu")) == ""
+def test_auto_precision_is_fp32_where_bf16_is_not_native(slow_cpu):
+    from electra.precision import resolve_precision
+
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
 
 
 def test_help_mentions_the_refusal(capsys):

@@ -222,7 +222,7 @@ def test_building_the_parser_imports_no_torch():
 # into the systems built on it, and only the entry points see everything.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
-        "electra", "electra.errors", "electra.fileutil", "electra.device",
+        "electra", "electra.errors", "electra.fileutil", "electra.device", "electra.precision",
         "electra.model_config", "electra.presets", "electra.config", "electra.tokenizer",
         "electra.tagschemes", "electra.flops", "electra.cli_support", "electra.settings"})),
     ("components", frozenset({

@@ -154,8 +154,8 @@ def _interrupt_mid_write(mp: pytest.MonkeyPatch, step: int) -> None:
     """Killed while trainer.pt is being written: the file exists but is cut short."""
     real = checkpoint.write_main
 
-    def write_main(tmp, model, optimizer, scheduler, s):
-        real(tmp, model, optimizer, scheduler, s)
+    def write_main(tmp, model, optimizer, scheduler, s, **kw):
+        real(tmp, model, optimizer, scheduler, s, **kw)
         if s == step:
             path = tmp / "trainer.pt"
             path.write_bytes(path.read_bytes()[:100])

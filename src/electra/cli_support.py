@@ -14,7 +14,33 @@ import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from electra.precision import PRECISIONS
 from electra.presets import SIZES
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def add_device_flag(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    """`--device`, the same for every command (`electra.device.resolve_device`); `default`
+    None where a settings file may give it."""
+    p.add_argument("--device", default=default, choices=DEVICES,
+                   help="auto (default): a CUDA GPU, else an Apple GPU (mps), else the CPU")
+
+
+def add_precision_flags(p: argparse.ArgumentParser) -> None:
+    """`--precision` and its aliases `--bf16` and `--fp32`, one `args.precision` (None when
+    none is given: the command's default, auto; `electra.precision`)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--precision", choices=PRECISIONS, help="auto (default): bf16 on CUDA "
+                       "GPUs with native bf16 and on CPUs with AVX512-BF16 or AMX, fp16 with "
+                       "dynamic loss scaling on older CUDA GPUs (T4, V100, P100), fp32 "
+                       "elsewhere. bf16 is refused on CPUs without native bf16, where it runs "
+                       "~85x slower (ELECTRA_ALLOW_SLOW_BF16=1 overrides); fp16 skips and "
+                       "counts the steps whose scaled gradients overflow")
+    group.add_argument("--bf16", dest="precision", action="store_const", const="bf16",
+                       help="= --precision bf16")
+    group.add_argument("--fp32", dest="precision", action="store_const", const="fp32",
+                       help="= --precision fp32")
 
 
 def show_progress() -> bool:

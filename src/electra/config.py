@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from electra.errors import ElectraError
 from electra.model_config import POSITION_BIASES as POSITION_BIASES
 from electra.model_config import ModelConfig
+from electra.precision import PRECISIONS
 from electra.presets import DEMO_PRESETS as DEMO_PRESETS
 from electra.presets import PRESETS as PRESETS
 from electra.presets import Preset as Preset
@@ -155,6 +156,15 @@ class ObjectiveConfig:
 @dataclass
 class TrainConfig:
     steps: int = 2000
+    # A budget instead of `steps` (electra.pretrain.budget): wall-clock seconds for the whole
+    # run (set-up to export), or training FLOPs as `electra flops` counts them. The steps it
+    # buys are planned by the run and recorded in its config.json.
+    budget_seconds: float | None = None
+    budget_flops: float | None = None
+    # With a budget: checkpoints at this many evenly spaced points of the run (its last step
+    # included) instead of every `save_every` steps, so they fall at the same fractions of any
+    # budget.
+    checkpoints_per_run: int = 10
     batch_size: int = 32
     grad_accum: int = 1
     learning_rate: float = 1e-3
@@ -165,10 +175,9 @@ class TrainConfig:
     adam_eps: float = 1e-6
     max_grad_norm: float = 1.0
     seed: int = 1
-    # bf16 autocast. None: on for a CUDA GPU that computes bf16 natively (Ampere and later),
-    # off elsewhere, so that a CPU run gives the same numbers on every machine; the run's
-    # config.json records the value used.
-    bf16: bool | None = None
+    # auto, fp32, bf16 or fp16 (electra.precision): auto takes what the hardware computes
+    # fastest; the run's config.json records the precision it resolved to.
+    precision: str = "auto"
     # A step whose loss or gradient norm is not finite: False stops the run with an error
     # (nothing applied, no checkpoint from it); True skips its update (the schedule advances)
     # and counts it as `skipped_nonfinite` in the metrics.
@@ -182,7 +191,7 @@ class TrainConfig:
     log_every: int = 10
     save_every: int = 500
     # Held-out probes (electra.pretrain.heldout) every `eval_every` steps and before the first:
-    # None = 4 times per run, 0 = never. Needs a "heldout" split in the data.
+    # None = at 4 evenly spaced points of the run, 0 = never. Needs a "heldout" split.
     eval_every: int | None = None
     eval_examples: int = 256
     keep_checkpoints: int = 2
@@ -190,7 +199,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "log_every", "save_every",
-                     "keep_checkpoints"):
+                     "keep_checkpoints", "checkpoints_per_run"):
             if getattr(self, name) < 1:
                 raise ElectraError(f"train.{name} must be positive, got {getattr(self, name)}")
         if self.batch_size % self.grad_accum:
@@ -202,17 +211,23 @@ class TrainConfig:
             raise ElectraError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.weight_decay < 0 or self.max_grad_norm <= 0 or self.adam_eps <= 0:
             raise ElectraError("train.weight_decay must be >= 0 and max_grad_norm, adam_eps > 0")
+        if self.precision not in PRECISIONS:
+            raise ElectraError(f"train.precision must be one of {', '.join(PRECISIONS)}, got "
+                               f"{self.precision!r}")
+        if self.budget_seconds is not None and self.budget_flops is not None:
+            raise ElectraError("train.budget_seconds and train.budget_flops: give one budget")
+        for name in ("budget_seconds", "budget_flops"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ElectraError(f"train.{name} must be positive, got {getattr(self, name)}")
         if self.num_workers < 0:
             raise ElectraError(f"train.num_workers must be >= 0, got {self.num_workers}")
         if (self.eval_every is not None and self.eval_every < 0) or self.eval_examples < 1:
             raise ElectraError("train.eval_every must be >= 0 (0: no held-out probes) and "
                                "train.eval_examples positive")
 
-    def resolved_eval_every(self) -> int:
-        """Steps between held-out probes: `eval_every`, or 4 probes per run when unset."""
-        if self.eval_every is None:
-            return max(1, self.steps // 4)
-        return self.eval_every
+    @property
+    def budgeted(self) -> bool:
+        return self.budget_seconds is not None or self.budget_flops is not None
 
 
 @dataclass
@@ -256,8 +271,20 @@ class PretrainConfig:
     def load(cls, path: str | Path) -> PretrainConfig:
         data = read_config_json(path)
         cfg = cls.from_preset(data.get("preset", "tiny")) if isinstance(data, dict) else cls()
-        merge(cfg, data, where=str(path))
+        merge(cfg, with_precision(data), where=str(path))
         return cfg
+
+
+def with_precision(data: Any) -> Any:
+    """A config written before `train.precision` recorded `train.bf16` (true, false or null
+    for the default): read as the precision it meant."""
+    train = data.get("train") if isinstance(data, dict) else None
+    if not isinstance(train, dict) or "bf16" not in train or "precision" in train:
+        return data
+    train = {k: v for k, v in train.items() if k != "bf16"}
+    train["precision"] = {True: "bf16", False: "fp32", None: "auto"}.get(data["train"]["bf16"],
+                                                                         data["train"]["bf16"])
+    return {**data, "train": train}
 
 
 def read_config_json(path: str | Path) -> Any:

@@ -1,4 +1,8 @@
-"""Where to run: `--device auto|cpu|cuda` for every command, and the bf16 check.
+"""Where to run: `--device auto|cpu|cuda|mps` for every command, and the bf16 check.
+
+`auto` takes a CUDA GPU, else an Apple GPU (`mps`), else the CPU. Nothing on a training path
+calls a CUDA-only API unguarded, so the same code runs on an Apple GPU; it is tested here only
+as far as a CPU can (device choice, refusal, device-generic code).
 
 On a CPU without native bf16 (e.g. AVX2-only AMD EPYC), PyTorch runs bf16 matmuls in a
 reference kernel, ~85x slower than fp32 (0.7 vs 60 GFLOP/s on one thread), so `--bf16` there
@@ -70,42 +74,30 @@ def slow_bf16_reason(device: torch.device) -> str | None:
 
 
 def require_fast_bf16(device: torch.device) -> None:
-    """Refuse bf16 autocast on a CPU without native bf16 (unless ELECTRA_ALLOW_SLOW_BF16=1)."""
+    """Refuse bf16 autocast (`--precision bf16`, `--bf16`) on a CPU without native bf16 (unless
+    ELECTRA_ALLOW_SLOW_BF16=1)."""
     reason = slow_bf16_reason(device)
     if reason is not None:
-        raise ElectraError(f"--bf16: {reason}; train in fp32 (drop --bf16), or set "
-                           f"{ALLOW_SLOW_BF16}=1 to run anyway")
+        raise ElectraError(f"--precision bf16: {reason}; train in fp32 (--precision fp32 or "
+                           f"auto), or set {ALLOW_SLOW_BF16}=1 to run anyway")
 
 
-def bf16_note(device: torch.device) -> str:
-    """The note an fp32 run prints where bf16 is native (a GPU, or a CPU with AVX512-BF16 or
-    AMX); "" elsewhere. fp32 stays the default on purpose: the same command then gives the same
-    numbers on every machine (bf16 is refused where it is not native), and the demo's and
-    the recipes' published figures are fp32. Measured on a 2-core AVX512-BF16 EPYC
-    (docs/speed.md): pre-training 1.8-2.0x faster, fine-tuning 2.2-2.6x."""
-    if device.type == "cuda":
-        return ("note: this GPU computes bf16 natively; --bf16 (autocast) is how the paper's "
-                "models are trained and is much faster than fp32 here")
-    if device.type == "cpu" and cpu_has_fast_bf16():
-        return ("note: this CPU computes bf16 natively (AVX512-BF16 or AMX); --bf16 trained "
-                "1.8x faster (pre-training) to 2.6x (fine-tuning) than this fp32 run on such a "
-                "CPU (docs/speed.md)")
-    return ""
-
-
-def default_bf16(device: torch.device) -> bool:
-    """`train.bf16` left unset: bf16 autocast on a CUDA GPU with native bf16 (compute
-    capability 8.0 and later), fp32 elsewhere."""
-    return device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+def mps_available() -> bool:
+    """An Apple GPU through Metal Performance Shaders (macOS on Apple silicon)."""
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
 
 
 def resolve_device(name: str = "auto", bf16: bool = False, index: int = 0) -> torch.device:
     """`--device` as a torch device (`index`: the CUDA device, torchrun's LOCAL_RANK); with
     `bf16`, also the bf16 check."""
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = ("cuda" if torch.cuda.is_available() else "mps" if mps_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise ElectraError("--device cuda: CUDA is not available here")
+    if name == "mps" and not mps_available():
+        raise ElectraError("--device mps: no Apple GPU (Metal Performance Shaders) here; use "
+                           "--device cpu, or auto")
     device = torch.device("cuda", index) if name == "cuda" else torch.device(name)
     if bf16:
         require_fast_bf16(device)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from electra.cli_support import LazyHelpStore
+from electra.cli_support import LazyHelpStore, add_device_flag, add_precision_flags
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError
 from electra.settings import add_settings_flags
@@ -25,7 +25,8 @@ def _run_train(args) -> None:
                       max_unlabeled=args.max_unlabeled, text_field=args.text_field,
                       steps=args.steps, epochs=args.epochs, cvt=not args.no_cvt, seed=args.seed,
                       train_sentences=args.train_sentences, word_vectors=args.word_vectors,
-                      resume=args.resume, save_every=args.save_every, device=args.device)
+                      resume=args.resume, save_every=args.save_every, device=args.device,
+                      precision=args.precision or "auto")
     if s.cvt and not s.unlabeled:
         raise ElectraError("CVT needs --unlabeled CORPUS (or --no-cvt for supervised training)")
     show = not args.quiet and sys.stderr.isatty()
@@ -95,8 +96,8 @@ def add_parsers(sub) -> None:
     add_settings_flags(p, ("cvt",), "cvt.lstm1=512")
     p.add_argument("--save-every", type=int, default=500, help="steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="auto: CUDA where there is one (a run may resume on another device)")
+    add_device_flag(p)
+    add_precision_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_train)
 

@@ -28,6 +28,7 @@ from electra.cvt.vocab import (
 from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
+from electra.precision import resolve_precision
 from electra.settings import write_settings
 
 
@@ -79,13 +80,15 @@ class TrainSettings:
     resume: bool = False
     save_every: int = 500
     device: str = "auto"  # auto: CUDA where there is one
+    precision: str = "auto"  # electra.precision
 
 
 def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
     if (s.steps is None) == (s.epochs is None):
         raise ElectraError("give exactly one of --steps and --epochs")
     cfg = make_config(s.preset, s.overrides)
-    device = resolve_device(s.device)
+    device = resolve_device(s.device, s.precision == "bf16")
+    precision = resolve_precision(s.precision, device)
     dirs = data_dirs(s.tasks, s.data)
     tasks = [CVTTask(name) for name in s.tasks]
     train_sets, dev_sets = {}, {}
@@ -101,9 +104,10 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
                            if s.unlabeled else "CVT needs --unlabeled CORPUS (or --no-cvt)")
     out = Path(s.out)
     run_file = out / "run.json"
-    # What may change on --resume: how long to train, how often to save, on what device.
+    # What may change on --resume: how long to train, how often to save, on what device and
+    # in which precision.
     settings = {k: v for k, v in s.__dict__.items()
-                if k not in ("resume", "steps", "epochs", "save_every", "device")}
+                if k not in ("resume", "steps", "epochs", "save_every", "device", "precision")}
     fresh = not (s.resume and run_file.exists())
     vectors = None
     if not fresh:
@@ -135,7 +139,7 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
         steps = max(1, round(s.epochs * per_epoch))
     data = RunData(tasks, train_sets, dev_sets, unlabeled)
     results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, s.resume, s.save_every,
-                    progress, model=model.to(device))
+                    progress, model=model.to(device), precision=precision)
     results["vocab_size"] = len(vocab.words)
     results["word_vectors"] = ({"file": s.word_vectors, "found": found} if s.word_vectors
                                else "random initialisation")

@@ -35,6 +35,7 @@ from electra.cvt.vocab import Vocab
 from electra.device import to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
+from electra.precision import autocast, make_scaler
 from electra.runtime import checkpoint as ckpt
 from electra.runtime.metrics_log import MetricsLogger
 from electra.runtime.skeleton import StepLoop, Update
@@ -183,10 +184,11 @@ def _labeled_batch(task: CVTTask, sents: list[Sentence], vocab: Vocab, cfg: CVTC
     return batch
 
 
-def _save_checkpoint(out: Path, step: int, model, optimizer, scheduler, ema: EMA,
+def _save_checkpoint(out: Path, step: int, model, update: Update, ema: EMA,
                      samplers: dict[str, Sampler], state: dict[str, Any]) -> None:
     tmp = ckpt.begin(out, step)
-    ckpt.write_main(tmp, model, optimizer, scheduler, step, untied=True)  # cuDNN LSTMs
+    ckpt.write_main(tmp, model, update.optimizer, update.scheduler, step, untied=True,
+                    scaler=update.scaler)  # untied: cuDNN LSTMs
     ckpt.write_rng(tmp, 0)
     save_file({k: v.cpu().contiguous() for k, v in ema.shadow.items()},
               str(tmp / "ema.safetensors"))
@@ -211,9 +213,10 @@ def unlabeled_minibatches(ratio: float, step: int) -> int:
 
 def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
           seed: int, resume: bool = False, save_every: int = 0, progress: bool | None = None,
-          model: CVTModel | None = None) -> dict[str, Any]:
+          model: CVTModel | None = None, precision: str = "fp32") -> dict[str, Any]:
     """Train, save OUT/model (EMA weights), score dev, write dev predictions and
-    OUT/results.json; returns the results."""
+    OUT/results.json; returns the results. `precision`: a resolved one (`electra.precision`),
+    for the training steps' autocast (and fp16's loss scaling)."""
     if cvt and not data.unlabeled:
         raise ElectraError("CVT needs unlabeled sentences (--unlabeled), or pass --no-cvt")
     out.mkdir(parents=True, exist_ok=True)
@@ -229,9 +232,11 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
         samplers["<unlabeled>"] = Sampler([len(w) for w in data.unlabeled], cfg.batch_size,
                                           seed + 1000)
     start, elapsed = 0, 0.0
+    scaler = make_scaler(device, precision)
     latest = ckpt.find_latest(out) if resume else None
     if latest is not None:
-        start = ckpt.load(latest, model, optimizer, scheduler, rank=0, untied=True)
+        start = ckpt.load(latest, model, optimizer, scheduler, rank=0, untied=True,
+                          scaler=scaler)
         if start > steps:
             raise ElectraError(f"{latest}: this run is already at step {start}, past the "
                                f"{steps} steps asked for; ask for at least {start}, or use "
@@ -245,7 +250,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     sizes = [len(data.train[t.name]) for t in data.tasks]
     # Each minibatch, labeled or unlabeled, is its own update, followed by the EMA's (4.3.1).
     update = Update(optimizer, scheduler, list(model.parameters()), cfg.grad_clip or None,
-                    after=lambda: ema.update(model))
+                    after=lambda: ema.update(model), scaler=scaler)
     show = sys.stderr.isatty() if progress is None else progress
     t0 = time.time()
     last: dict[str, Any] = {}
@@ -257,16 +262,18 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             task = data.tasks[supervised_task_index(sizes, seed, loop.step)]
             sents = [data.train[task.name][i] for i in samplers[task.name].next()]
             batch = to_device(_labeled_batch(task, sents, vocab, cfg), device)
-            sup = labeled_loss(model, task, batch, cfg)
-            sup.backward()
+            with autocast(device, precision):
+                sup = labeled_loss(model, task, batch, cfg)
+            update.backward(sup)
             loop.update(update, sup.detach())
             last = {"sup": sup.item(), "task": task.name}
             for _ in range(unlabeled_minibatches(cfg.unlabeled_ratio, loop.step) if cvt else 0):
                 words = [data.unlabeled[i] for i in samplers["<unlabeled>"].next()]
                 batch = to_device(encode_words(words, vocab, cfg.max_word_len), device)
-                loss, _ = unlabeled_loss(model, batch, cfg)
+                with autocast(device, precision):
+                    loss, _ = unlabeled_loss(model, batch, cfg)
                 weighted = cfg.cvt_weight * loss
-                weighted.backward()
+                update.backward(weighted)
                 loop.update(update, weighted.detach())
                 last["cvt"] = loss.item()
             done = loop.end_step({k: (round(v, 3) if isinstance(v, float) else v)
@@ -275,16 +282,16 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
                 log.log({"step": done, "lr": scheduler.get_last_lr()[0], **last,
                          "seconds": round(elapsed + time.time() - t0, 3)})
             if done < steps and (loop.stopping or (save_every and done % save_every == 0)):
-                _save_checkpoint(out, done, model, optimizer, scheduler, ema, samplers,
+                _save_checkpoint(out, done, model, update, ema, samplers,
                                  {"elapsed": elapsed + time.time() - t0})
             if loop.stopping:
                 loop.preempt(f"; checkpoint {ckpt.find_latest(out)} written; continue with "
                              "the same command plus --resume")
     elapsed += time.time() - t0
     if steps > start:
-        _save_checkpoint(out, steps, model, optimizer, scheduler, ema, samplers,
-                         {"elapsed": elapsed})
+        _save_checkpoint(out, steps, model, update, ema, samplers, {"elapsed": elapsed})
     return finish(model, ema, data, vocab, out, {"steps": steps, "cvt": cvt, "seed": seed,
+                                                 "precision": precision,
                                                  "train_seconds": round(elapsed, 1),
                                                  "last_losses": last})
 

@@ -3,7 +3,9 @@ when it runs)."""
 
 from __future__ import annotations
 
+from electra.cli_support import add_device_flag, add_precision_flags
 from electra.config import DEMO_PRESETS
+from electra.errors import ElectraError
 
 
 def add_parsers(sub) -> None:
@@ -17,7 +19,12 @@ def _add_demo(sub) -> None:
                        "preset, evaluate on held-out text, export, and print a summary.")
     p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
     p.add_argument("--out", default="runs/demo")
-    p.add_argument("--steps", type=int, default=None, help="default: a few minutes' worth")
+    p.add_argument("--budget", metavar="DURATION", help="the whole demo, set-up and check "
+                   "included, ends within this (default 10m): pre-training gets what set-up "
+                   "leaves, less what the evaluation and the check need; the summary says how "
+                   "many steps that bought")
+    p.add_argument("--steps", type=int, default=None, help="pre-train exactly this many steps "
+                   "instead of a budget")
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--seed", type=int, default=1)
@@ -26,9 +33,8 @@ def _add_demo(sub) -> None:
                         "ALiBi bias makes its exports transformers remote code) or tiny (the "
                         "plain architecture, transformers' own ELECTRA classes; "
                         "docs/pretraining.md)")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA, and CPUs with "
-                   "native bf16: AVX512-BF16 or AMX); fp32 by default, so the summary's figures "
-                   "are the same on every machine")
+    add_precision_flags(p)
+    add_device_flag(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.add_argument("--check-task", choices=("chunk", "SST-2"), default="chunk",
                    help="the downstream check: the pre-trained discriminator and random weights "
@@ -47,9 +53,14 @@ def _add_demo(sub) -> None:
 def _run_demo(args) -> None:
     from electra.demo.check import CHECKS
     from electra.demo.run import run_demo
+    from electra.pretrain.budget import parse_duration
 
+    if args.steps is not None and args.budget:
+        raise ElectraError("--steps and --budget together: give one")
     run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
              vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
-             overwrite=args.overwrite, preset=args.preset, bf16=args.bf16,
+             overwrite=args.overwrite, preset=args.preset, precision=args.precision or "auto",
              check=not args.no_check, check_data=args.check_data,
-             check_settings=CHECKS[args.check_task])
+             check_settings=CHECKS[args.check_task],
+             budget_seconds=parse_duration(args.budget) if args.budget else None,
+             device=args.device)

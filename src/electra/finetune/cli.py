@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import json
 
-from electra.cli_support import LazyHelpStore, per_size, show_progress
+from electra.cli_support import (
+    LazyHelpStore,
+    add_device_flag,
+    add_precision_flags,
+    per_size,
+    show_progress,
+)
 from electra.presets import SIZES, finetune_defaults
 from electra.settings import add_settings_flags
 
@@ -53,8 +59,8 @@ def _add_finetune_flags(p, train: bool) -> None:
                    "fine-tuned model's")
     p.add_argument("--eval-batch-size", type=int, help="default 128")
     p.add_argument("--max-eval-examples", type=int, help="score only the first K dev examples")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
+    add_precision_flags(p)
+    add_device_flag(p, default=None)
     if not train:
         return
     p.add_argument("--seeds", type=int, help="fine-tunings from the same checkpoint; "
@@ -106,7 +112,7 @@ def _finetune_settings(args, train: bool):
     settings = FinetuneSettings()
     flags = {name: getattr(args, name) for name in ("eval_batch_size", "device",
                                                      "max_eval_examples", "max_seq_len")}
-    flags["bf16"] = args.bf16 or None
+    flags["precision"] = args.precision
     if not train:
         apply_flags({"finetune": settings}, {"finetune": flags})
         return settings

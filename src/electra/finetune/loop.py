@@ -17,7 +17,6 @@ import dataclasses
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,13 +25,14 @@ from pathlib import Path
 import torch
 
 from electra.config import ModelConfig
-from electra.device import bf16_note, resolve_device, to_device
+from electra.device import resolve_device, to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel, check_head
 from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
+from electra.precision import PRECISIONS, autocast, make_scaler, resolve_precision
 from electra.presets import SIZES, finetune_defaults, infer_size
 from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
 from electra.runtime.skeleton import LogWindow, StepLoop, Update, batches_forever
@@ -60,7 +60,7 @@ class FinetuneSettings:
     seed: int = 1
     max_train_examples: int | None = None  # the first K training examples
     max_eval_examples: int | None = None
-    bf16: bool = False
+    precision: str = "auto"  # electra.precision; results.json records the one used
     length_sorted: bool = True  # training batches of similar length (electra.finetune.data)
     device: str = "auto"
     save_all_seeds: bool = False
@@ -82,6 +82,9 @@ class FinetuneSettings:
             raise ElectraError(f"--layerwise-decay must be in (0, 1], got {self.layerwise_decay}")
         if self.epochs is not None and self.epochs <= 0:
             raise ElectraError(f"--epochs must be positive, got {self.epochs}")
+        if self.precision not in PRECISIONS:
+            raise ElectraError(f"--precision must be one of {', '.join(PRECISIONS)}, got "
+                               f"{self.precision!r}")
         if not 0 <= self.warmup_fraction < 1:
             raise ElectraError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
 
@@ -119,7 +122,7 @@ def head_outputs(model: FinetuneModel, task: Task, features: list[dict], tokeniz
     model.eval()
     for idx in eval_batches(features, settings.eval_batch_size):
         batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=settings.bf16):
+        with autocast(device, settings.precision):
             output = model(batch)
         rows = model.task_head.rows(output, [len(features[i]["input_ids"]) for i in idx])
         for row, i in zip(rows, idx, strict=True):
@@ -144,16 +147,17 @@ def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir
 
 
 def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor], loop: StepLoop,
-               update: Update, bf16: bool) -> tuple[torch.Tensor, object]:
-    """One optimizer step: forward under optional bf16 autocast, backward, then the shared
+               update: Update, precision: str) -> tuple[torch.Tensor, object]:
+    """One optimizer step: forward under the precision's autocast, backward (loss-scaled under
+    fp16), then the shared
     update (clipping to 1.0 as the official optimizer does, the non-finite guard, AdamW, the
     schedule); returns the detached loss and the head output. Shared with
     benchmarks/finetune_speed.py, so what it times is what training runs."""
     device = batch["input_ids"].device
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    with autocast(device, precision):
         logits = model(batch)
     loss = task.loss(logits, batch)
-    loss.backward()
+    update.backward(loss)
     loop.update(update, loss.detach())
     return loss.detach(), logits
 
@@ -200,7 +204,8 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
     opt, sched = build_optimizer(model, lr, decay, model.encoder.config.num_hidden_layers, total,
                                  settings.warmup_fraction, settings.lr_decay_style,
                                  settings.weight_decay, settings.adam_eps)
-    update = Update(opt, sched, list(model.parameters()), max_grad_norm=1.0)
+    update = Update(opt, sched, list(model.parameters()), max_grad_norm=1.0,
+                    scaler=make_scaler(device, settings.precision))
     model.train()
     running = None
     correct = seen = 0
@@ -211,7 +216,8 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
         while loop.running:
             batch = to_device(plan.collate(next(batches), loop.step / total), device)
             step_lr = update.lr  # the head's
-            loss, logits = train_step(model, plan.objective, batch, loop, update, settings.bf16)
+            loss, logits = train_step(model, plan.objective, batch, loop, update,
+                                      settings.precision)
             value = float(loss)
             running = value if running is None else 0.95 * running + 0.05 * value
             hits, labels = plan.objective.hits(logits, batch)
@@ -416,7 +422,9 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
-    device = resolve_device(settings.device, settings.bf16)
+    device = resolve_device(settings.device, settings.precision == "bf16")
+    settings = dataclasses.replace(settings,
+                                   precision=resolve_precision(settings.precision, device))
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     settings.check_model(encoder.config)
@@ -434,8 +442,6 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     plan = single_task_plan(task, features, settings, pad_id,
                             teacher(task, train, features) if teacher else None)
     out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
-    if not settings.bf16 and (note := bf16_note(device)):  # nothing is refused after this
-        print(note, file=sys.stderr)
 
     used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
     write_settings(out, {"finetune": used})

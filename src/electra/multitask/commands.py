@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from electra.cli_support import per_size
+from electra.cli_support import add_device_flag, add_precision_flags, per_size
 from electra.errors import ElectraError
 from electra.presets import SIZES, multitask_defaults
 from electra.settings import add_settings_flags
@@ -59,8 +59,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
                    "multitask output directories (paired bootstrap, Holm-Bonferroni)")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
-    p.add_argument("--bf16", action="store_true")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
+    add_precision_flags(p)
+    add_device_flag(p, default=None)
     p.add_argument("--save-all-seeds", action="store_true")
     p.add_argument("--log-every", type=int, help="default 10")
     p.add_argument("--quiet", action="store_true")
@@ -90,7 +90,7 @@ def run_command(args) -> None:
         "seeds", "seed", "epochs", "batch_size", "lr", "layerwise_decay", "size",
         "max_train_examples", "max_eval_examples", "max_seq_len", "eval_batch_size", "device",
         "log_every", "sampling_exponent", "teacher_annealing")}
-    flags.update(length_sorted=args.length_sort or None, bf16=args.bf16 or None,
+    flags.update(length_sorted=args.length_sort or None, precision=args.precision,
                  save_all_seeds=args.save_all_seeds or None,
                  task_sampling=False if args.no_task_sampling else None)
     resolve({"multitask": settings}, args.config, {"multitask": flags}, args.set)

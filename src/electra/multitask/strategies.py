@@ -32,7 +32,7 @@ from electra.tokenizer import load_tokenizer
 STAGES = ("single", "multi")
 # Fields a Single stage takes from the multi-task settings; the rest is finetune's recipe
 # (Table 5.2) unless the single_* overrides say otherwise.
-_SHARED = ("seeds", "seed", "max_train_examples", "max_eval_examples", "device", "bf16",
+_SHARED = ("seeds", "seed", "max_train_examples", "max_eval_examples", "device", "precision",
            "eval_batch_size", "max_seq_len", "dropout", "log_every", "size",
            "lr_decay_style", "warmup_fraction", "weight_decay", "adam_eps", "save_all_seeds",
            "tensorboard")
@@ -75,7 +75,8 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
     stages = parse_strategy(strategy)
     settings = settings or MultitaskSettings()
     settings.validate()
-    resolve_device(settings.device, settings.bf16)  # --bf16 refused before anything is read
+    # --precision bf16 is refused (on a CPU without it) before anything is read
+    resolve_device(settings.device, settings.precision == "bf16")
     single = single or SingleOverrides()
     annealing = distill.Annealing.parse(settings.teacher_annealing)
     # Check every task's data (and the given teachers) before any stage writes anything.

@@ -45,6 +45,7 @@ from electra.finetune.model_io import load_source
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
+from electra.precision import resolve_precision
 from electra.presets import multitask_defaults
 from electra.settings import write_settings
 from electra.tasks import Task
@@ -138,7 +139,8 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     if len(set(task_names)) != len(task_names) or not task_names:
         raise ElectraError(f"--tasks must name distinct tasks, got {task_names}")
     configure_process_for_speed()
-    device = resolve_device(settings.device, settings.bf16)
+    device = resolve_device(settings.device, settings.precision == "bf16")
+    settings.precision = resolve_precision(settings.precision, device)
     encoder, tokenizer, _ = load_source(model_dir)
     settings.check_model(encoder.config)
     # section 3.3, from the size's preset

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from electra.cli_support import show_progress
+from electra.cli_support import add_device_flag, add_precision_flags, show_progress
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
 from electra.errors import EXIT_PREEMPTED, ElectraError
 from electra.settings import set_help
@@ -52,19 +52,20 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--config", metavar="FILE", help="JSON settings file: an object of "
                    "sections (model, objective, train) and optionally the preset, the shape of "
                    "OUT/config.json's `config`; flags and --set override it")
-    p.add_argument("--steps", type=int)
+    p.add_argument("--steps", type=int, help="optimizer steps (default: the preset's); or "
+                   "give a budget instead")
+    p.add_argument("--budget", metavar="DURATION", help="train for this long, set-up to "
+                   "export included: 90s, 45m, 2h, 1h30m. The run times its first steps, plans "
+                   "the steps that fit, and ends its learning-rate schedule at the last one; a "
+                   "resumed run counts the time already spent (docs/pretraining.md)")
+    p.add_argument("--budget-flops", metavar="FLOPS", help="train for the steps these training "
+                   "FLOPs buy, counted as `electra flops` counts them, e.g. 1e16")
     p.add_argument("--batch-size", type=int, help="examples per optimizer step, all processes")
     p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--seed", type=int)
-    precision = p.add_mutually_exclusive_group()
-    precision.add_argument("--bf16", action="store_true", help="bf16 autocast (the default on "
-                           "CUDA GPUs with native bf16; on CPUs only with native bf16: "
-                           "AVX512-BF16 or AMX, refused on others, where it is ~85x slower; "
-                           "ELECTRA_ALLOW_SLOW_BF16=1 overrides)")
-    precision.add_argument("--fp32", action="store_true", help="train in fp32, also on a GPU "
-                           "that computes bf16 natively (train.bf16=false)")
+    add_precision_flags(p)
     p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
                    "gradient is NaN/inf (no update; the schedule advances; counted as "
                    "skipped_nonfinite in the metrics) instead of stopping with an error")
@@ -85,7 +86,7 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device_flag(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_pretrain)
 
@@ -106,8 +107,22 @@ def build_pretrain_config(args):
         preset = args.preset or infer_preset(source.main_config)
     elif args.init_generator:
         raise ElectraError("--init-generator needs --init-from")
+    if args.steps is not None and (args.budget or args.budget_flops):
+        raise ElectraError("--steps and a budget (--budget, --budget-flops) together: give one")
+    if args.budget and args.budget_flops:
+        raise ElectraError("--budget and --budget-flops together: give one")
     cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(
         preset)
+    if args.budget:
+        from electra.pretrain.budget import parse_duration
+
+        cfg.train.budget_seconds, cfg.train.budget_flops = parse_duration(args.budget), None
+    elif args.budget_flops:
+        from electra.pretrain.budget import parse_flops
+
+        cfg.train.budget_flops, cfg.train.budget_seconds = parse_flops(args.budget_flops), None
+    elif args.steps is not None:  # steps given: a budget from --config no longer applies
+        cfg.train.budget_seconds = cfg.train.budget_flops = None
     flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
              "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
              "log_every": args.log_every, "save_every": args.save_every,
@@ -115,8 +130,8 @@ def build_pretrain_config(args):
     merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
     if args.objective:
         cfg.objective.name = args.objective
-    if args.bf16 or args.fp32:
-        cfg.train.bf16 = bool(args.bf16)
+    if args.precision:
+        cfg.train.precision = args.precision
     if args.skip_nonfinite:
         cfg.train.skip_nonfinite = True
     if args.compile:

@@ -28,10 +28,12 @@ from electra.model.networks import Discriminator
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import SpecialIds, gumbel_sample, select_positions
+from electra.pretrain.budget import at_fractions
 
 CORRUPTIONS = ("unigram", "uniform")
 DEFAULT_EXAMPLES = 256
 PROBE_SEED = 20201  # the probe's corruptions never depend on the run's seed
+PROBES_PER_RUN = 4  # with train.eval_every unset
 
 
 @dataclass
@@ -160,7 +162,7 @@ class HeldoutProbe:
     OWN_METRICS = ("gen_acc", "mlm_acc", "disc_acc", "disc_auc", "gen_loss", "disc_loss")
 
     def __init__(self, heldout: PretrainingDataset, probes: dict[str, FixedCorruption],
-                 every: int, examples: int, device: torch.device | str):
+                 every: int | None, examples: int, device: torch.device | str):
         self.heldout = heldout
         self.probes = probes
         self.every = every
@@ -171,7 +173,7 @@ class HeldoutProbe:
     def for_run(cls, data_dir, train_data: PretrainingDataset, context: ObjectiveContext,
                 train_cfg, info) -> HeldoutProbe | None:
         """None when probing is off, on non-main processes, or without a held-out split."""
-        every = train_cfg.resolved_eval_every()
+        every = train_cfg.eval_every
         if not info.is_main or every == 0 or "heldout" not in train_data.manifest["splits"]:
             return None
         heldout = PretrainingDataset(data_dir, "heldout")
@@ -182,7 +184,16 @@ class HeldoutProbe:
         return cls(heldout, probes, every, train_cfg.eval_examples, info.device)
 
     def due(self, step: int, total_steps: int) -> bool:
+        """Every `every` steps, or (None) at 4 evenly spaced points; and at the last step."""
+        if self.every is None:
+            return at_fractions(step, total_steps, PROBES_PER_RUN)
         return step % self.every == 0 or step == total_steps
+
+    def left(self, step: int, total_steps: int) -> int:
+        """How many probes are still due after `step` (for a time budget's plan)."""
+        if self.every is None:
+            return PROBES_PER_RUN - step * PROBES_PER_RUN // max(1, total_steps)
+        return (total_steps - step) // self.every + 1
 
     def record(self, objective: torch.nn.Module, step: int, flops: float) -> dict[str, float]:
         from electra.pretrain.evaluate import evaluate_objective

@@ -21,8 +21,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from electra.config import PretrainConfig
 from electra.data.dataset import PretrainingDataset, iterate_batches
-from electra.device import bf16_note, default_bf16, to_device
+from electra.device import to_device
 from electra.errors import ElectraError
+from electra.fileutil import write_atomic
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
 from electra.objectives import (
@@ -32,22 +33,27 @@ from electra.objectives import (
     metrics_from_counts,
     objective_step_flops,
 )
+from electra.precision import autocast, make_scaler, resolve_precision
+from electra.pretrain.budget import TimeBudget, at_fractions, capped_warmup, steps_for_flops
 from electra.pretrain.heldout import HeldoutProbe
 from electra.pretrain.init_from import InitSource, check_vocabulary, load_weights
 from electra.pretrain.step import WholeStep
 from electra.runtime import checkpoint
 from electra.runtime.distributed import (
     DistInfo,
+    all_reduce_max,
     barrier,
     cleanup,
     init_distributed,
 )
 from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
-from electra.runtime.optim import build_optimizer, build_scheduler
+from electra.runtime.optim import build_optimizer, build_scheduler, schedule_of
 from electra.runtime.skeleton import LogWindow, StepLoop, Update
 from electra.tokenizer import load_tokenizer, special_token_ids
 
 RUN_CONFIG = "config.json"
+# A time-budgeted run's step count until its first steps are timed and its plan made.
+UNPLANNED_STEPS = 10**12
 
 
 def special_ids_for(data_dir: Path) -> SpecialIds:
@@ -88,18 +94,22 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     the checkpoint's, see `adopt_checkpoint`) instead of random ones.
 
     On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
-    raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly."""
+    raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly.
+
+    With `train.budget_seconds` the run's time counts from this call and ends with its export
+    (`electra.pretrain.budget`); with `train.budget_flops` the steps are what the FLOPs buy."""
     from electra.runtime.speed import configure_process_for_speed
+
+    started = time.perf_counter()
 
     if tensorboard:
         require_tensorboard()
     configure_process_for_speed()
-    info = init_distributed(device, bf16=bool(cfg.train.bf16))
-    if cfg.train.bf16 is None:
-        cfg.train.bf16 = default_bf16(info.device)
+    info = init_distributed(device, bf16=cfg.train.precision == "bf16")
+    cfg.train.precision = resolve_precision(cfg.train.precision, info.device)
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         tensorboard, init)
+                         tensorboard, init, started)
     finally:
         cleanup(info)
 
@@ -123,22 +133,47 @@ class _Run:
     step_flops: int
     init: InitSource | None = None
     whole_step: WholeStep | None = None  # train.compile_step
+    overflows: int = 0  # fp16 updates skipped for an overflow, before this process
+    budget: TimeBudget | None = None  # train.budget_seconds
+    planned: bool = True  # False until a time budget's steps are planned
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
               show_progress: bool, tensorboard: bool = False,
-              init: InitSource | None = None) -> dict[str, Any]:
-    run = _set_up(cfg, data_dir, out, resume, info, init)
-    if info.rank == 0 and not cfg.train.bf16 and (note := bf16_note(info.device)):
-        print(note, file=sys.stderr)  # after set-up: nothing is refused any more
+              init: InitSource | None = None, started: float | None = None) -> dict[str, Any]:
+    run = _set_up(cfg, data_dir, out, resume, info, init, started)
     summary = _train_steps(run, show_progress, tensorboard)
-    summary["final"] = _export(run)
+    if run.budget is not None:
+        with run.budget.phase("export"):
+            summary["final"] = _export(run)
+    else:
+        summary["final"] = _export(run)
     barrier(info)
+    if cfg.train.budgeted:
+        summary["budget"] = _budget_report(run, summary)
+        if info.is_main:
+            _write_run_config(run, {"budget": summary["budget"]})
     return summary
 
 
+def _budget_report(run: _Run, summary: dict[str, Any]) -> dict[str, Any]:
+    """What a budgeted run bought: the budget, the steps, tokens and FLOPs reached and (for a
+    time budget) the time of each phase and the plans made."""
+    tc = run.cfg.train
+    report: dict[str, Any] = {"steps": run.step, "warmup_steps": tc.warmup_steps,
+                              "tokens": run.step * tc.batch_size * run.data.seq_len,
+                              "flops": summary["flops"]}
+    if tc.budget_flops is not None:
+        report["budget_flops"] = tc.budget_flops
+    if run.budget is not None:
+        report.update(run.budget.report())
+        report["phases"]["train"] = round(run.budget.spent() - sum(run.budget.phases.values()),
+                                          3)
+    return report
+
+
 def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-            init: InitSource | None = None) -> _Run:
+            init: InitSource | None = None, started: float | None = None) -> _Run:
     """Check data, config and OUT; build the objective (from `init`'s weights when given) and
     its optimizer; restore a checkpoint when resuming; write OUT/config.json (only once nothing
     can be refused any more)."""
@@ -170,17 +205,42 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     if tc.compile_step and info.enabled:
         raise ElectraError("train.compile_step compiles one process's whole step; under "
                            "torchrun use train.compile (the layers) instead")
+    if tc.compile_step and tc.precision == "fp16":
+        raise ElectraError("train.compile_step does not take fp16 (its loss scaling decides "
+                           "on the host); use --precision bf16 or fp32, or drop --compile-step")
     if tc.compile and not tc.compile_step:
         compile_layers(objective)
+    step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
+                                          data.seq_len).values())
+    if tc.budget_flops is not None:  # exact: the steps the FLOPs buy
+        tc.steps = steps_for_flops(tc.budget_flops, step_flops)
+        tc.warmup_steps = capped_warmup(tc.warmup_steps, tc.steps)
+    elif tc.budget_seconds is not None:  # planned once the first steps are timed
+        tc.steps = UNPLANNED_STEPS
     optimizer = build_optimizer(objective, tc)  # fused on CUDA (adamw_impl)
     scheduler = build_scheduler(optimizer, tc)
     torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
 
-    step = skipped = 0
+    scaler = make_scaler(info.device, tc.precision)
+    step = skipped = overflows = 0
+    meta: dict[str, Any] = {}
     if latest is not None:
         step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
-                               world_size=info.world_size)
-        skipped = int(checkpoint.read_meta(latest).get("skipped_nonfinite", 0))
+                               world_size=info.world_size, scaler=scaler)
+        meta = checkpoint.read_meta(latest)
+        skipped = int(meta.get("skipped_nonfinite", 0))
+        overflows = int(meta.get("skipped_overflow", 0))
+        if tc.budget_seconds is not None:  # the plan the run made, in its schedule
+            tc.steps = schedule_of(scheduler).total
+            tc.warmup_steps = schedule_of(scheduler).warmup
+    budget = planned = None
+    if tc.budget_seconds is not None:
+        budget = TimeBudget.resumed(tc.budget_seconds, out, meta) if resume else TimeBudget(
+            tc.budget_seconds)
+        if started is not None:  # this process's set-up counts too
+            budget.started = started
+        budget.model_bytes = sum(p.numel() * p.element_size() for p in objective.parameters())
+        planned = tc.steps != UNPLANNED_STEPS
     # A run stopped after its last checkpoint but before its export resumes to export only.
     exported = all((out / "final" / name / "model.safetensors").is_file()
                    for name in objective.exportable())
@@ -190,10 +250,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     barrier(info)  # every rank checks OUT before rank 0 writes into it
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        (out / RUN_CONFIG).write_text(json.dumps(
-            {"config": cfg.to_dict(), "data": str(data_dir),
-             "vocab_checksum": data.vocab_checksum,
-             "init": init.describe() if init is not None else None}, indent=2) + "\n")
+        _write_run_config_file(out, cfg, data_dir, data.vocab_checksum, init)
         for note in init.notes if init is not None else ():
             print(f"note: {note}", file=sys.stderr)
 
@@ -206,30 +263,34 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
                                          objective, "find_unused_parameters", False),
                                      gradient_as_bucket_view=True)
              if info.enabled else objective)
-    step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
-                                          data.seq_len).values())
     update = Update(optimizer, scheduler, [p for p in objective.parameters() if p.requires_grad],
-                    tc.max_grad_norm, tc.skip_nonfinite)
+                    tc.max_grad_norm, tc.skip_nonfinite, scaler=scaler)
     whole_step = None
     if tc.compile_step:
-        whole_step = WholeStep(objective, optimizer, tc.max_grad_norm, tc.bf16, _window_values,
-                               compile=True, device=info.device)
-    return _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
-                skipped, latest, step_flops, init, whole_step)
+        whole_step = WholeStep(objective, optimizer, tc.max_grad_norm, tc.precision,
+                               _window_values, compile=True, device=info.device)
+    run = _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
+               skipped, latest, step_flops, init, whole_step, overflows, budget,
+               planned is not False)
+    if budget is not None:
+        budget.phases["set_up"] = budget.phases.get("set_up", 0.0) + (
+            time.perf_counter() - budget.started)
+    return run
 
 
 def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str, Any]:
-    """Train from `run.step` to `train.steps`: log, probe and checkpoint on their cadences."""
-    tc, info, objective = run.cfg.train, run.info, run.objective
+    """Train from `run.step` to `train.steps`: log, probe and checkpoint on their cadences;
+    on a time budget, plan and re-plan the steps (`_follow_budget`)."""
+    tc, info, objective, budget = run.cfg.train, run.info, run.objective, run.budget
     batches = iterate_batches(run.data, tc.batch_size // (info.world_size * tc.grad_accum),
                               tc.seed, start_batch=run.step * tc.grad_accum, rank=info.rank,
                               world_size=info.world_size)
     logger = MetricsLogger(run.out, resume_step=run.step, tensorboard=tensorboard,
                            active=info.is_main)
-    autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=tc.bf16)
     probe = HeldoutProbe.for_run(run.data_dir, run.data, run.context, tc, info)
     if probe is not None and run.step == 0:
-        logger.log(probe.record(objective, 0, 0.0))
+        with _phase(budget, "probe"):
+            logger.log(probe.record(objective, 0, 0.0))
 
     def hint() -> str:
         where = (f"the last good checkpoint is {run.latest} (continue from it with --resume, "
@@ -243,17 +304,19 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
     run.model.train()
     with logger, StepLoop(tc.steps, run.step, "pretrain", show_progress and info.is_main, info,
                           nonfinite_hint=hint, skip_nonfinite=tc.skip_nonfinite) as loop:
-        loop.skipped = run.skipped
+        loop.skipped, loop.overflows = run.skipped, run.overflows
         while loop.running:
             objective.on_step_start(loop.step, tc.steps)
             lr = run.update.lr
             if run.whole_step is not None:
                 finite = _whole_step(run, batches, window, loop)
             else:
-                finite = _eager_step(run, batches, window, loop, autocast)
+                finite = _eager_step(run, batches, window, loop)
             window.end_step(keep=finite)
             step = loop.end_step()
-            if (loop.due(tc.log_every) or loop.due(tc.save_every) or loop.stopping
+            if budget is not None:
+                _follow_budget(run, loop, probe)
+            if (loop.due(tc.log_every) or _checkpoint_due(run, loop) or loop.stopping
                     or (probe is not None and probe.due(step, tc.steps))):
                 loop.settle()  # the device is read here anyway
 
@@ -262,17 +325,27 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
                           "flops": step * run.step_flops}
                 if tc.skip_nonfinite:
                     record["skipped_nonfinite"] = loop.skipped
+                if run.update.scaler is not None:
+                    record["skipped_overflow"] = loop.overflows
+                    record["loss_scale"] = run.update.scaler.get_scale()
+                if budget is not None:
+                    record["budget_spent_s"] = round(budget.spent(), 2)
+                    if info.is_main:
+                        budget.write_heartbeat(run.out)
                 logger.log(record)
                 if info.is_main:
                     loop.set_postfix({k: f"{record[k]:.3f}" for k in
                                       ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
                 last_record = record
             if probe is not None and probe.due(step, tc.steps):
-                logger.log(probe.record(objective, step, step * run.step_flops))
-            if loop.due(tc.save_every) or loop.stopping:
-                run.latest = _save_checkpoint(run.out, objective, run.update.optimizer,
-                                              run.update.scheduler, step, run.cfg, run.data,
-                                              info, loop.skipped)
+                with _phase(budget, "probe"):
+                    logger.log(probe.record(objective, step, step * run.step_flops))
+            if _checkpoint_due(run, loop) or loop.stopping:
+                with _phase(budget, "checkpoint"):
+                    run.latest = _save_checkpoint(
+                        run.out, objective, run.update, step, run.cfg, run.data, info,
+                        {"skipped_nonfinite": loop.skipped, "skipped_overflow": loop.overflows,
+                         **({"budget": budget.state()} if budget is not None else {})})
             if loop.stopping:
                 loop.preempt(f"; checkpoint {run.latest} written; continue with the same "
                              "command plus --resume")
@@ -288,8 +361,87 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
             "out": str(run.out), "world_size": info.world_size}
 
 
-def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop,
-                autocast) -> bool | torch.Tensor:
+def _phase(budget: TimeBudget | None, name: str) -> contextlib.AbstractContextManager:
+    return budget.phase(name) if budget is not None else contextlib.nullcontext()
+
+
+def _checkpoint_due(run: _Run, loop: StepLoop) -> bool:
+    """Every `save_every` steps; on a budget at `checkpoints_per_run` points of the run."""
+    tc = run.cfg.train
+    if tc.budgeted:
+        return run.planned and at_fractions(loop.step, tc.steps, tc.checkpoints_per_run)
+    return loop.due(tc.save_every)
+
+
+def _follow_budget(run: _Run, loop: StepLoop, probe: HeldoutProbe | None) -> None:
+    """After each step of a time-budgeted run: time the first steps, then plan the steps
+    that fit the budget; check the plan at each quarter of the run (and once after a resume)
+    and re-plan where it would overrun or end early. Under torchrun every process takes the
+    same decisions at the same steps (the most cautious one's)."""
+    budget, tc, step, info = run.budget, run.cfg.train, loop.step, run.info
+    if not budget.calibrated:
+        budget.calibrated = _on_all_ranks(not budget.calibrating(step), info)
+        if not budget.calibrated:
+            return
+    why = budget.due_check(step, tc.steps) if run.planned else "first plan"
+    if why is None:
+        return
+    budget.observe_since_calibration(step)
+
+    def rest(total: int) -> float:
+        """Seconds the run needs besides its steps, from `step` to `total`."""
+        probes = probe.left(step, total) if probe is not None else 0
+        checkpoints = tc.checkpoints_per_run - step * tc.checkpoints_per_run // max(1, total)
+        return (probes * budget.mean("probe") + checkpoints * budget.mean("checkpoint")
+                + budget.mean("export") + budget.margin())
+
+    wanted = tc.steps
+    if not run.planned or budget.needs_new_plan(step, tc.steps, rest(tc.steps)):
+        wanted = budget.affordable_steps(step, rest(tc.steps))
+    total = max(step + 1, _smallest_over_ranks(wanted, info))
+    if run.planned and total == tc.steps:
+        return
+    warmup = capped_warmup(tc.warmup_steps, total) if not run.planned else tc.warmup_steps
+    schedule_of(run.update.scheduler).replan(step, total, warmup)
+    tc.steps, tc.warmup_steps = total, warmup
+    loop.set_total(total)
+    budget.record_plan(step, total, warmup, why)
+    run.planned = True
+    if info.is_main:
+        _write_run_config(run)
+
+
+def _on_all_ranks(flag: bool, info: DistInfo) -> bool:
+    """Whether `flag` holds on every process."""
+    if not info.enabled:
+        return flag
+    return not bool(all_reduce_max(torch.tensor([int(not flag)], device=info.device),
+                                   info).item())
+
+
+def _smallest_over_ranks(value: int, info: DistInfo) -> int:
+    """The least of `value` over all processes (each times its own steps)."""
+    if not info.enabled:
+        return value
+    return -int(all_reduce_max(torch.tensor([-value], device=info.device), info).item())
+
+
+def _write_run_config_file(out: Path, cfg: PretrainConfig, data_dir: Path, vocab_checksum: str,
+                           init: InitSource | None, extra: dict | None = None) -> None:
+    write_atomic(out / RUN_CONFIG, json.dumps(
+        {"config": cfg.to_dict(), "data": str(data_dir), "vocab_checksum": vocab_checksum,
+         "init": init.describe() if init is not None else None, **(extra or {})},
+        indent=2) + "\n")
+
+
+def _write_run_config(run: _Run, extra: dict | None = None) -> None:
+    """OUT/config.json again: a budget's plan (train.steps, warmup_steps) and, at the end, what
+    it bought."""
+    _write_run_config_file(run.out, run.cfg, run.data_dir, run.data.vocab_checksum, run.init,
+                           extra)
+
+
+def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> bool | torch.Tensor:
     """One optimizer step, module by module: each micro-batch's forward and backward, then
     `loop.update`. Returns whether the update was applied (a device flag where it was
     decided on the device)."""
@@ -302,10 +454,10 @@ def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop,
         padded = mask_has_padding(host["attention_mask"])
         batch = to_device(host, info.device)  # pinned + non-blocking on CUDA
         sync = micro == tc.grad_accum - 1 or not info.enabled
-        with (contextlib.nullcontext() if sync else run.model.no_sync()), autocast, \
-                known_padding(padded):
+        with (contextlib.nullcontext() if sync else run.model.no_sync()), \
+                autocast(info.device, tc.precision), known_padding(padded):
             output = run.model(batch)
-            (output.loss / tc.grad_accum).backward()
+            run.update.backward(output.loss / tc.grad_accum)
         step_loss += output.loss.detach().float()
         window.add(_window_values(output, batch["attention_mask"]))
     return loop.update(run.update, step_loss)
@@ -368,9 +520,10 @@ def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
     return save_pretrained(module, path, tokenizer_dir, extra)
 
 
-def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info,
-                     skipped: int = 0) -> Path:
-    """Write the checkpoint of `step` on every rank together; return its final path."""
+def _save_checkpoint(out, objective, update: Update, step, cfg, data, info,
+                     counts: dict[str, int]) -> Path:
+    """Write the checkpoint of `step` on every rank together; return its final path.
+    `counts`: the skipped steps so far, for the metrics of a resumed run."""
     tmp = checkpoint.begin(out, step) if info.is_main else None
     barrier(info)
     if tmp is None:
@@ -378,11 +531,11 @@ def _save_checkpoint(out, objective, optimizer, scheduler, step, cfg, data, info
     checkpoint.write_rng(tmp, info.rank)
     barrier(info)
     if info.is_main:
-        checkpoint.write_main(tmp, objective, optimizer, scheduler, step)
+        checkpoint.write_main(tmp, objective, update.optimizer, update.scheduler, step,
+                              scaler=update.scaler)
         checkpoint.commit(tmp, out, step, {"config": cfg.to_dict(),
                                            "vocab_checksum": data.vocab_checksum,
-                                           "world_size": info.world_size,
-                                           "skipped_nonfinite": skipped},
+                                           "world_size": info.world_size, **counts},
                           keep=cfg.train.keep_checkpoints)
     barrier(info)
     return checkpoint.checkpoint_root(out) / f"step_{step:08d}"

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from electra.model.encoder import known_padding, mask_has_padding
+from electra.precision import autocast
 
 # What one micro-batch reports to the log window (the loop's `_window_values`).
 WindowValues = Callable[[object, torch.Tensor], dict[str, torch.Tensor]]
@@ -142,12 +143,12 @@ class WholeStep:
     state must be loaded (resume) before this is built: the step holds its tensors."""
 
     def __init__(self, objective: nn.Module, optimizer: torch.optim.Optimizer,
-                 max_grad_norm: float | None, bf16: bool, window_values: WindowValues,
+                 max_grad_norm: float | None, precision: str, window_values: WindowValues,
                  compile: bool = False, device: torch.device | None = None) -> None:
         self.objective = objective
         self.optimizer = optimizer
         self.max_grad_norm = max_grad_norm
-        self.bf16 = bf16
+        self.precision = precision  # fp32 or bf16 (fp16's loss scaling is the eager loop's)
         self.window_values = window_values
         self.params = [p for g in optimizer.param_groups for p in g["params"]
                        if p.requires_grad]
@@ -181,13 +182,12 @@ class WholeStep:
 
     def _step(self, micro_batches: list[dict[str, torch.Tensor]], lrs: torch.Tensor
               ) -> StepResult:
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
         n = len(micro_batches)
         grads: dict[nn.Parameter, torch.Tensor] = {}
         total = torch.zeros((), device=self.device)
         values = []
         for batch in micro_batches:
-            with autocast:
+            with autocast(self.device, self.precision):
                 output = self.objective(batch)
             micro_grads = torch.autograd.grad(output.loss / n, self.params, allow_unused=True)
             for p, g in zip(self.params, micro_grads, strict=True):

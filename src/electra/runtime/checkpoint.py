@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
+from electra.device import mps_available
 from electra.errors import ElectraError
 from electra.fileutil import install_dir, sha256_file, write_atomic
 
@@ -34,6 +35,8 @@ def rng_state() -> dict[str, Any]:
     state = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
+    if mps_available():
+        state["mps"] = torch.mps.get_rng_state()
     return state
 
 
@@ -41,6 +44,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+    if "mps" in state and mps_available():
+        torch.mps.set_rng_state(state["mps"])
 
 
 def begin(out_dir: Path, step: int) -> Path:
@@ -58,8 +63,9 @@ def write_rng(tmp: Path, rank: int) -> None:
 
 
 def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int,
-               untied: bool = False) -> None:
-    """`untied`: the model ties no weights, so each tensor is written as a host copy of its
+               untied: bool = False, scaler: torch.amp.GradScaler | None = None) -> None:
+    """`scaler`: fp16's loss scaler, whose scale and growth count a resumed run continues
+    from. `untied`: the model ties no weights, so each tensor is written as a host copy of its
     own. That also takes parameters that are views of one buffer (cuDNN's LSTM weights on a
     GPU), which `save_model`, made to drop the duplicates of tied weights, refuses."""
     if untied:
@@ -67,8 +73,11 @@ def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int,
                   str(tmp / "model.safetensors"))
     else:
         save_model(model, str(tmp / "model.safetensors"))
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "step": step}, tmp / "trainer.pt")
+    trainer = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+               "step": step}
+    if scaler is not None:
+        trainer["scaler"] = scaler.state_dict()
+    torch.save(trainer, tmp / "trainer.pt")
 
 
 def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int) -> Path:
@@ -126,8 +135,10 @@ def verify(path: Path) -> dict[str, Any]:
 
 
 def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
-         world_size: int | None = None, untied: bool = False) -> int:
-    """Restore model, optimizer, schedule and this rank's RNG; return the step.
+         world_size: int | None = None, untied: bool = False,
+         scaler: torch.amp.GradScaler | None = None) -> int:
+    """Restore model, optimizer, schedule, fp16's loss scaler (where the run has one and the
+    checkpoint holds its state) and this rank's RNG; return the step.
 
     With `world_size`, a checkpoint written by another number of processes is refused on
     every rank alike (each rank's RNG stream is saved, so continuing exactly needs the same
@@ -156,6 +167,8 @@ def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
                            f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]})")
     optimizer.load_state_dict(with_kernel_of(optimizer, trainer["optimizer"]))
     scheduler.load_state_dict(trainer["scheduler"])
+    if scaler is not None and trainer.get("scaler"):
+        scaler.load_state_dict(trainer["scaler"])
     set_rng_state(rng)
     return int(trainer["step"])
 

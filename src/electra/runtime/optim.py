@@ -49,6 +49,57 @@ def lr_multiplier(step: int, warmup_steps: int, total_steps: int) -> float:
     return warmup * max(0.0, 1.0 - step / total_steps)
 
 
+class Schedule:
+    """`lr_multiplier` whose end can move: warm-up, then linear decay to 0 at `total`.
+
+    A run on a time budget learns how many steps it can afford only once it has timed some,
+    and a resumed one may find itself on a slower machine, so its plan can change (`replan`).
+    The multiplier stays continuous: from the step of the change it goes linearly from its
+    value there to the end of warm-up (the next step, where the new warm-up has already
+    passed) and to 0 at the new total. Until a change it is exactly
+    `lr_multiplier`. A callable object: LambdaLR saves and restores its attributes with the
+    scheduler's state, so a resumed run continues the same plan."""
+
+    def __init__(self, warmup_steps: int, total_steps: int) -> None:
+        self.warmup = warmup_steps
+        self.total = total_steps
+        self.changed_at: int | None = None  # the step of the last re-plan
+        self.warm_there = 1.0  # the warm-up and decay factors at that step
+        self.decay_there = 1.0
+
+    def __call__(self, step: int) -> float:
+        if self.changed_at is None:
+            return lr_multiplier(step, self.warmup, self.total)
+        return self.warm_factor(step) * self.decay_factor(step)
+
+    def warm_factor(self, step: int) -> float:
+        if self.changed_at is None:
+            return min(1.0, step / self.warmup) if self.warmup else 1.0
+        end = max(self.warmup, self.changed_at + 1)  # a warm-up already passed ends next step
+        if step >= end:
+            return 1.0
+        ramp = (step - self.changed_at) / (end - self.changed_at)
+        return self.warm_there + (1.0 - self.warm_there) * ramp
+
+    def decay_factor(self, step: int) -> float:
+        if self.changed_at is None:
+            return max(0.0, 1.0 - step / self.total)
+        left = self.total - self.changed_at
+        return self.decay_there * max(0.0, (self.total - step) / left) if left > 0 else 0.0
+
+    def replan(self, step: int, total_steps: int, warmup_steps: int | None = None) -> None:
+        """From `step` on, end at `total_steps` (and warm up until `warmup_steps`)."""
+        self.warm_there, self.decay_there = self.warm_factor(step), self.decay_factor(step)
+        self.changed_at = step
+        self.total = total_steps
+        if warmup_steps is not None:
+            self.warmup = warmup_steps
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_multiplier(step, cfg.warmup_steps, cfg.steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, Schedule(cfg.warmup_steps, cfg.steps))
+
+
+def schedule_of(scheduler: torch.optim.lr_scheduler.LambdaLR) -> Schedule:
+    """The `Schedule` a scheduler from `build_scheduler` follows (all groups share one)."""
+    return scheduler.lr_lambdas[0]

@@ -20,6 +20,7 @@ checkpoints. `LogWindow` sums a step's values between two log lines. A loop read
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -39,7 +40,9 @@ class Update:
     """One optimizer update: clip the gradients of `params` to `max_grad_norm` (None: no
     clipping), step the optimizer and its schedule, clear the gradients. `skip_nonfinite`: a
     step whose loss or gradient norm is not finite is skipped (the schedule advances) instead
-    of stopping the run with an error. `after` runs after every applied update (CVT's EMA)."""
+    of stopping the run with an error. `after` runs after every applied update (CVT's EMA).
+    `scaler`: fp16's dynamic loss scaler (`electra.precision.make_scaler`); losses go through
+    `backward`, so that they are scaled when it is set."""
 
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
@@ -47,6 +50,11 @@ class Update:
     max_grad_norm: float | None = 1.0
     skip_nonfinite: bool = False
     after: Callable[[], None] | None = None
+    scaler: torch.amp.GradScaler | None = None
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """`loss.backward()`, scaled by the fp16 loss scale when there is one."""
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
     @property
     def lr(self) -> float:
@@ -75,6 +83,9 @@ class StepLoop:
         self.nonfinite_hint = nonfinite_hint
         self.skipped = 0
         self.skip_nonfinite = skip_nonfinite
+        # fp16: updates skipped because the scaled gradients overflowed (the scale backs off).
+        self.overflows = 0
+        self.overflows_in_a_row = 0
         # Non-finite steps counted on the device and not yet read (see `settle`).
         self._unsettled: torch.Tensor | int = 0
         self._unsettled_since = _NONE_YET
@@ -108,6 +119,8 @@ class StepLoop:
         and one process trains, nothing here waits for the device: the returned flag is a
         device tensor and the check is `settle`'s, when the loop next reads the device.
         Elsewhere one host sync per call (free on CPU)."""
+        if update.scaler is not None:
+            return self._scaled_update(update, loss)
         if update.max_grad_norm:
             norm = torch.nn.utils.clip_grad_norm_(update.params, update.max_grad_norm)
         else:
@@ -142,8 +155,57 @@ class StepLoop:
         update.optimizer.zero_grad(set_to_none=True)
         return finite
 
+    def _scaled_update(self, update: Update, loss: torch.Tensor) -> bool:
+        """`update` under fp16 loss scaling: unscale, clip, then step and let the scale grow;
+        or, where the scaled values overflowed, skip the update (the schedule advances, the
+        scale backs off, `overflows` counts it). Non-finite values at a scale of 1 or below,
+        or `MAX_OVERFLOWS_IN_A_ROW` overflows in a row, are divergence: the non-finite error."""
+        from electra.precision import MAX_OVERFLOWS_IN_A_ROW
+
+        scaler = update.scaler
+        scaler.unscale_(update.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(update.params, update.max_grad_norm or math.inf)
+        finite, self._stop = self._flags(norm, loss)
+        if finite:
+            scaler.step(update.optimizer)
+            scaler.update()
+            update.scheduler.step()
+            if update.after is not None:
+                update.after()
+            self.overflows_in_a_row = 0
+        else:
+            scale = scaler.get_scale()
+            if scale > 1 and self.overflows_in_a_row + 1 < MAX_OVERFLOWS_IN_A_ROW:
+                self.overflows += 1
+                self.overflows_in_a_row += 1
+                # An overflow in the gradients is recorded by unscale_ and backs the scale off;
+                # one in the loss alone is not, so the back-off is asked for.
+                scaler.update(None if not bool(torch.isfinite(norm))
+                              else scale * scaler.get_backoff_factor())
+                with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
+                    warnings.simplefilter("ignore")
+                    update.scheduler.step()
+            elif update.skip_nonfinite:
+                scaler.update()
+                self.skipped += 1
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    update.scheduler.step()
+            else:
+                hint = self.nonfinite_hint()
+                raise ElectraError(
+                    f"non-finite loss or gradient at step {self.step + 1} under fp16 (loss "
+                    f"{float(loss):.4g}, loss scale {scale:g}, {self.overflows_in_a_row + 1} "
+                    f"overflow(s) in a row): values that stay non-finite however far the loss "
+                    f"scale backs off are divergence, not an fp16 overflow; the update was not "
+                    f"applied and nothing was saved from it{'; ' + hint if hint else ''}; "
+                    f"or train with --precision bf16 or fp32")
+        update.optimizer.zero_grad(set_to_none=True)
+        return finite
+
     def _skips_on_device(self, update: Update) -> bool:
-        return (update.after is None and not (self.dist is not None and self.dist.enabled)
+        return (update.after is None and update.scaler is None
+                and not (self.dist is not None and self.dist.enabled)
                 and any(g.get("fused") for g in update.optimizer.param_groups))
 
     def count_update(self, finite: torch.Tensor) -> torch.Tensor:
@@ -190,6 +252,12 @@ class StepLoop:
             self._bar.set_postfix(postfix, refresh=False)
         self._bar.update(1)
         return self.step
+
+    def set_total(self, total: int) -> None:
+        """A new number of steps (a time budget's plan)."""
+        self.total = total
+        self._bar.total = total
+        self._bar.refresh()
 
     def due(self, every: int) -> bool:
         """Every `every` steps, and at the last step."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from electra.cli_support import LazyNames, show_progress
+from electra.cli_support import LazyNames, add_device_flag, show_progress
 
 
 def add_parsers(sub) -> None:
@@ -31,7 +31,7 @@ def _add_scorer_flags(p, model_required: bool = True) -> None:
     p.add_argument("--batch-size", type=int, default=32,
                    help="sequences per forward pass (MLM: masked copies); default 32")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device_flag(p)
     p.add_argument("--mask-prob", type=float, help="ELECTRA-TT's k/n: default the training "
                    "run's mask_prob, else 0.15")
     p.add_argument("--tt-positives", choices=["n", "n-k"], default="n",
