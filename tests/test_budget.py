@@ -194,3 +194,63 @@ def test_a_resumed_budget_counts_the_steps_after_the_checkpoint(tmp_path):
     assert budget.due_check(step=25, total=100) == "check at 25% of the run"
     (tmp_path / BUDGET_FILE).write_text("{cut sh")
     assert TimeBudget.resumed(120.0, tmp_path, meta).spent_before == 40.0
+
+
+def test_a_plan_counts_probes_every_n_steps_at_the_total_it_plans():
+    """With probes every N steps the time kept back grows with the total: the plan is the
+    total whose steps and probes fit, not one priced at a placeholder's probes."""
+    budget = TimeBudget(100.0)
+    budget.step_seconds = 0.1
+
+    def rest(total):  # a probe every 50 steps, 1 s each
+        return (total // 50 + 1) * 1.0
+
+    total = budget.affordable_steps(0, rest)
+    assert 0.1 * total + rest(total) <= budget.left() + 0.2
+    assert total > 700  # ~1,000 steps' time, less ~15 probes
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), 0.0, -5.0])
+def test_budgets_must_be_finite_and_positive(bad):
+    from electra.config import TrainConfig
+
+    with pytest.raises(ElectraError, match="positive number"):
+        TrainConfig(budget_seconds=bad).validate()
+    with pytest.raises(ElectraError, match="positive number"):
+        TrainConfig(budget_flops=bad).validate()
+
+
+def test_a_resume_with_more_steps_continues_the_schedule_to_the_new_end(data_dir, tmp_path):
+    """A resume may ask for more steps than the run was started with: the schedule then
+    decays to the new end (the steps after the old end do not train at learning rate 0)."""
+    pretrain(_tiny(2, 1), data_dir, tmp_path / "out", device="cpu", show_progress=False)
+    pretrain(_tiny(4, 1), data_dir, tmp_path / "out", resume=True, device="cpu",
+             show_progress=False)
+    lrs = {r["step"]: r["lr"] for r in _logged(tmp_path / "out")}
+    peak = _tiny(4, 1).train.learning_rate
+    assert lrs[3] == pytest.approx(peak * lr_multiplier(2, 1, 4))
+    assert lrs[4] == pytest.approx(peak * lr_multiplier(3, 1, 4)) and lrs[4] > 0
+
+
+def test_a_resumed_run_keeps_the_precision_it_trained_in(data_dir, tmp_path):
+    """`auto` is resolved once: resumed (on this or another machine) the run keeps it."""
+    pretrain(_tiny(2, 1, precision="fp16"), data_dir, tmp_path / "out", device="cpu",
+             show_progress=False)
+    cfg = _tiny(3, 1)
+    assert cfg.train.precision == "auto"
+    pretrain(cfg, data_dir, tmp_path / "out", resume=True, device="cpu", show_progress=False)
+    assert cfg.train.precision == "fp16"
+    assert "loss_scale" in _logged(tmp_path / "out")[-1]
+
+
+def test_settings_written_with_bf16_are_read_as_the_precision_they_meant():
+    from electra.config import TrainConfig, merge
+    from electra.finetune.loop import FinetuneSettings
+
+    for legacy, meant in ((True, "bf16"), (False, "fp32"), (None, "auto")):
+        settings = FinetuneSettings()
+        merge(settings, {"bf16": legacy})
+        assert settings.precision == meant
+        train = TrainConfig()
+        merge(train, {"bf16": legacy})
+        assert train.precision == meant

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -217,8 +218,9 @@ class TrainConfig:
         if self.budget_seconds is not None and self.budget_flops is not None:
             raise ElectraError("train.budget_seconds and train.budget_flops: give one budget")
         for name in ("budget_seconds", "budget_flops"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ElectraError(f"train.{name} must be positive, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ElectraError(f"train.{name} must be a positive number, got {value}")
         if self.num_workers < 0:
             raise ElectraError(f"train.num_workers must be >= 0, got {self.num_workers}")
         if (self.eval_every is not None and self.eval_every < 0) or self.eval_examples < 1:
@@ -271,20 +273,18 @@ class PretrainConfig:
     def load(cls, path: str | Path) -> PretrainConfig:
         data = read_config_json(path)
         cfg = cls.from_preset(data.get("preset", "tiny")) if isinstance(data, dict) else cls()
-        merge(cfg, with_precision(data), where=str(path))
+        merge(cfg, data, where=str(path))
         return cfg
 
 
-def with_precision(data: Any) -> Any:
-    """A config written before `train.precision` recorded `train.bf16` (true, false or null
-    for the default): read as the precision it meant."""
-    train = data.get("train") if isinstance(data, dict) else None
-    if not isinstance(train, dict) or "bf16" not in train or "precision" in train:
-        return data
-    train = {k: v for k, v in train.items() if k != "bf16"}
-    train["precision"] = {True: "bf16", False: "fp32", None: "auto"}.get(data["train"]["bf16"],
-                                                                         data["train"]["bf16"])
-    return {**data, "train": train}
+def with_precision(values: dict[str, Any]) -> dict[str, Any]:
+    """Settings written before `precision` held `bf16` (true, false, or null for the
+    default): read as the precision they meant. Other values pass unchanged."""
+    if "bf16" not in values or "precision" in values:
+        return values
+    legacy = values["bf16"]
+    return {**{k: v for k, v in values.items() if k != "bf16"},
+            "precision": {True: "bf16", False: "fp32", None: "auto"}.get(legacy, legacy)}
 
 
 def read_config_json(path: str | Path) -> Any:
@@ -324,6 +324,8 @@ def merge(cfg: Any, overrides: dict[str, Any], where: str = "config") -> None:
         raise ElectraError(f"{where}: expected an object, got {type(overrides).__name__}")
     hints = typing.get_type_hints(type(cfg))
     names = {f.name for f in dataclasses.fields(cfg)}
+    if "precision" in names:
+        overrides = with_precision(overrides)
     for key, value in overrides.items():
         if key not in names:
             raise ElectraError(

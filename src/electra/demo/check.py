@@ -28,11 +28,14 @@ class CheckSettings:
     seeds: int = 3
     epochs: float = 3.0
     layerwise_decay: float = 1.0
+    device: str = "auto"  # the demo's own --device and --precision
+    precision: str = "auto"
 
     def finetune_settings(self) -> FinetuneSettings:
         return FinetuneSettings(seeds=self.seeds, epochs=self.epochs,
                                 layerwise_decay=self.layerwise_decay,
-                                max_train_examples=self.train_examples)
+                                max_train_examples=self.train_examples, device=self.device,
+                                precision=self.precision)
 
 
 # The checks `electra demo --check-task` offers. chunk (the default): CoNLL-2000 chunking on

@@ -3,6 +3,7 @@ export, ending in a summary table. Built for 2 CPU cores and a few minutes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -83,7 +84,8 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
 
     if preset not in DEMO_PRESETS:
         raise ElectraError(f"the demo runs preset {' or '.join(DEMO_PRESETS)}, not {preset!r}")
-    settings = check_settings or CheckSettings()
+    settings = dataclasses.replace(check_settings or CheckSettings(), device=device,
+                                   precision=precision)
     if settings.task not in CHECKS:
         raise ElectraError(f"the demo's check runs {' or '.join(CHECKS)}, not {settings.task!r}")
     check_dir = find_check_data(check_data, settings.task) if check else None

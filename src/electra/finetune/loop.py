@@ -147,19 +147,20 @@ def evaluate_splits(model, task, eval_sets, tokenizer, settings, device, out_dir
 
 
 def train_step(model: FinetuneModel, task: Task, batch: dict[str, torch.Tensor], loop: StepLoop,
-               update: Update, precision: str) -> tuple[torch.Tensor, object]:
+               update: Update, precision: str) -> tuple[torch.Tensor, object, bool]:
     """One optimizer step: forward under the precision's autocast, backward (loss-scaled under
     fp16), then the shared
     update (clipping to 1.0 as the official optimizer does, the non-finite guard, AdamW, the
-    schedule); returns the detached loss and the head output. Shared with
+    schedule); returns the detached loss, the head output and whether the update was applied
+    (fp16 skips the steps whose scaled gradients overflow). Shared with
     benchmarks/finetune_speed.py, so what it times is what training runs."""
     device = batch["input_ids"].device
     with autocast(device, precision):
         logits = model(batch)
     loss = task.loss(logits, batch)
     update.backward(loss)
-    loop.update(update, loss.detach())
-    return loss.detach(), logits
+    applied = loop.update(update, loss.detach())
+    return loss.detach(), logits, bool(applied)
 
 
 @dataclass
@@ -216,21 +217,26 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
         while loop.running:
             batch = to_device(plan.collate(next(batches), loop.step / total), device)
             step_lr = update.lr  # the head's
-            loss, logits = train_step(model, plan.objective, batch, loop, update,
-                                      settings.precision)
-            value = float(loss)
-            running = value if running is None else 0.95 * running + 0.05 * value
-            hits, labels = plan.objective.hits(logits, batch)
-            correct, seen = correct + hits, seen + labels
-            window.add({"loss": value, "hits": hits, "labels": labels})
+            loss, logits, applied = train_step(model, plan.objective, batch, loop, update,
+                                               settings.precision)
+            if applied:  # an fp16 step skipped for an overflow counts in no metric
+                value = float(loss)
+                running = value if running is None else 0.95 * running + 0.05 * value
+                hits, labels = plan.objective.hits(logits, batch)
+                correct, seen = correct + hits, seen + labels
+                window.add({"loss": value, "hits": hits, "labels": labels})
             window.end_step()
-            post = {"loss": f"{running:.4f}"}
+            post = {"loss": f"{running:.4f}"} if running is not None else {}
             if seen:
                 post["acc"] = f"{correct / seen:.3f}"
             step = loop.end_step(post if show_progress else None)
             if loop.due(settings.log_every):
-                logger.log({"step": step, "epoch": step / plan.steps_per_epoch,
-                            **_train_record(*window.flush()[:2]), "lr": step_lr})
+                record = {"step": step, "epoch": step / plan.steps_per_epoch,
+                          **_train_record(*window.flush()[:2]), "lr": step_lr}
+                if update.scaler is not None:
+                    record["skipped_overflow"] = loop.overflows
+                    record["loss_scale"] = update.scaler.get_scale()
+                logger.log(record)
             if loop.stopping:
                 loop.preempt(f" ({plan.name}, seed {seed}); fine-tuning keeps no checkpoints: "
                              "run the same command again to start over")
@@ -239,7 +245,9 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
 
 def _train_record(total: dict[str, float], steps: int) -> dict[str, float]:
     """Mean loss and accuracy of a log window (a smoother curve than single steps)."""
-    record = {"loss": total["loss"] / max(1, steps)}
+    if not steps:  # every step of the window was skipped (fp16 overflows)
+        return {}
+    record = {"loss": total["loss"] / steps}
     if total["labels"]:
         record["train_acc"] = total["hits"] / total["labels"]
     return record

@@ -30,6 +30,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ CALIBRATION_STEPS = 5
 CALIBRATION_SECONDS = 3.0
 # Checks of the plan: at these fractions of the run. A plan is changed where it would overrun
 # the budget, or end earlier than this share of it.
-CHECK_FRACTIONS = (0.25, 0.5, 0.75)
+CHECK_FRACTIONS = (0.25, 0.5, 0.75, 0.9)
 EARLY_SHARE = 0.05
 # A warm-up longer than this share of the steps a budget buys is shortened to it.
 MAX_WARMUP_SHARE = 0.1
@@ -122,6 +123,7 @@ class TimeBudget:
     # (step, time, overhead) where the step timing began: steps are timed without the probes,
     # checkpoints and export between them, which the plan counts apart.
     _timing: tuple[int, float, float] | None = None
+    _last_check: tuple[int, float, float] | None = None
     _checked: set[float] = field(default_factory=set)
     model_bytes: int = 0  # the weights' size, for the first guesses
 
@@ -141,8 +143,9 @@ class TimeBudget:
             phases["lost_after_checkpoint"] = phases.get("lost_after_checkpoint", 0.0) + (
                 beat - spent)
             spent = beat
-        return cls(seconds, spent_before=spent, phases=phases, recheck=True,
-                   plans=list(saved.get("plans", [])))
+        plans = list(saved.get("plans", []))
+        return cls(seconds, spent_before=spent, phases=phases, recheck=True, plans=plans,
+                   step_seconds=plans[-1]["step_seconds"] if plans else None)
 
     def spent(self) -> float:
         return self.spent_before + time.perf_counter() - self.started
@@ -174,35 +177,55 @@ class TimeBudget:
 
     def calibrating(self, step: int) -> bool:
         """Call after each step: whether the step time is still unknown. The first step of a
-        process (compilation, first-touch) is not timed."""
+        process (compilation, first-touch) is not timed. A resumed run starts from the step
+        time of its last plan (and checks it at once); a run whose budget is nearly spent
+        stops timing early rather than overrun while it times."""
+        now = time.perf_counter()
+        if self._timing is None:
+            self._timing = self._last_check = (step, now, self.overhead())
+            return self.step_seconds is None
         if self.step_seconds is not None:
             return False
-        if self._timing is None:
-            self._timing = (step, time.perf_counter(), self.overhead())
-            return True
         first, t0, _ = self._timing
-        if step - first >= CALIBRATION_STEPS and time.perf_counter() - t0 >= CALIBRATION_SECONDS:
-            self.observe_since_calibration(step)
+        timed = now - t0
+        if step - first >= CALIBRATION_STEPS and timed >= CALIBRATION_SECONDS or (
+                step > first and timed >= 0.1 * self.left()):
+            self.observe(step)
             return False
         return True
 
-    def observe_since_calibration(self, step: int) -> None:
-        """The step time: the mean over every step since the timing began."""
-        first, t0, overhead = self._timing
-        if step > first:
-            busy = time.perf_counter() - t0 - (self.overhead() - overhead)
-            self.step_seconds = busy / (step - first)
+    def _seconds_per_step(self, since: tuple[int, float, float], step: int) -> float | None:
+        first, t0, overhead = since
+        if step <= first:
+            return None
+        return (time.perf_counter() - t0 - (self.overhead() - overhead)) / (step - first)
+
+    def observe(self, step: int) -> None:
+        """The step time: the larger of the mean since the timing began and the mean since
+        the last check, so that a machine that became slower is not averaged away."""
+        overall = self._seconds_per_step(self._timing, step)
+        recent = self._seconds_per_step(self._last_check, step)
+        times = [t for t in (overall, recent, None if overall or recent else self.step_seconds)
+                 if t is not None]
+        if times:
+            self.step_seconds = max(times)
+        self._last_check = (step, time.perf_counter(), self.overhead())
 
     def margin(self) -> float:
         """Slack kept against the step time's noise: 1% of the budget (at least a second)
         and two steps."""
         return max(1.0, 0.01 * self.seconds) + 2 * (self.step_seconds or 0.0)
 
-    def affordable_steps(self, step: int, rest: float) -> int:
-        """The last step this run can reach from `step`, keeping `rest` seconds for what
-        follows the steps (probes, checkpoints, export)."""
+    def affordable_steps(self, step: int, rest: Callable[[int], float]) -> int:
+        """The last step this run can reach from `step`, keeping `rest(total)` seconds for
+        what a run ending at `total` does besides its steps (probes, checkpoints, export).
+        `rest` grows with the total (probes every N steps), so the answer is refined from the
+        steps the time alone would buy."""
         assert self.step_seconds is not None
-        return step + max(0, int((self.left() - rest) / self.step_seconds))
+        total = step + max(0, int(self.left() / self.step_seconds))
+        for _ in range(4):
+            total = step + max(0, int((self.left() - rest(total)) / self.step_seconds))
+        return total
 
     def due_check(self, step: int, total: int) -> str | None:
         """Why the plan is checked at `step` ("resumed", or the point of the run reached), or

@@ -21,7 +21,12 @@ def evaluate_objective(objective: Objective, data: PretrainingDataset, batch_siz
     n = min(len(data), max_examples)
     totals: dict[str, float] = {}
     scores, labels = [], []
-    with torch.random.fork_rng(devices=[]):
+    # The device's generator too (a CUDA or Apple GPU), so that a probe leaves the training
+    # run's random streams where they were.
+    accelerator = torch.device(device)
+    with torch.random.fork_rng(devices=[accelerator] if accelerator.type != "cpu" else [],
+                               device_type=accelerator.type if accelerator.type != "cpu"
+                               else "cuda"):
         torch.manual_seed(seed)
         for start in tqdm(range(0, n, batch_size), desc="evaluate", unit="batch",
                           disable=not show_progress):

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from electra.config import PretrainConfig
+from electra.config import PretrainConfig, with_precision
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
@@ -85,6 +85,17 @@ def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, dat
         raise ElectraError(f"{out}: the model configuration differs from the run being resumed")
 
 
+def saved_precision(out: Path) -> str | None:
+    """The precision recorded in OUT/config.json (a run written before `train.precision`
+    recorded `train.bf16`), or None."""
+    try:
+        train = json.loads((out / RUN_CONFIG).read_text())["config"]["train"]
+        precision = with_precision(train).get("precision")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return precision if precision != "auto" else None
+
+
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool = False, device: str = "auto", show_progress: bool = True,
              tensorboard: bool = False, init: InitSource | None = None) -> dict[str, Any]:
@@ -105,8 +116,13 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     if tensorboard:
         require_tensorboard()
     configure_process_for_speed()
-    info = init_distributed(device, bf16=cfg.train.precision == "bf16")
-    cfg.train.precision = resolve_precision(cfg.train.precision, info.device)
+    tc = cfg.train
+    if resume and tc.precision == "auto":  # a resumed run keeps the precision it trained in
+        tc.precision = saved_precision(Path(out_dir)) or "auto"
+    info = init_distributed(device, bf16=tc.precision == "bf16")
+    requested, tc.precision = tc.precision, resolve_precision(tc.precision, info.device)
+    if tc.compile_step and requested == "auto" and tc.precision == "fp16":
+        tc.precision = "fp32"  # what the compiled step takes where bf16 is not native
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
                          tensorboard, init, started)
@@ -207,7 +223,8 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
                            "torchrun use train.compile (the layers) instead")
     if tc.compile_step and tc.precision == "fp16":
         raise ElectraError("train.compile_step does not take fp16 (its loss scaling decides "
-                           "on the host); use --precision bf16 or fp32, or drop --compile-step")
+                           "on the host); use --precision fp32 (or bf16 where it is native), or "
+                           "drop --compile-step")
     if tc.compile and not tc.compile_step:
         compile_layers(objective)
     step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
@@ -230,9 +247,18 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         meta = checkpoint.read_meta(latest)
         skipped = int(meta.get("skipped_nonfinite", 0))
         overflows = int(meta.get("skipped_overflow", 0))
+        schedule = schedule_of(scheduler)
         if tc.budget_seconds is not None:  # the plan the run made, in its schedule
-            tc.steps = schedule_of(scheduler).total
-            tc.warmup_steps = schedule_of(scheduler).warmup
+            tc.steps, tc.warmup_steps = schedule.total, schedule.warmup
+        elif schedule.changed_at is None:  # a resume may ask for more steps (or another
+            schedule.warmup, schedule.total = tc.warmup_steps, tc.steps  # warm-up) as before
+            for group, base in zip(optimizer.param_groups, scheduler.base_lrs, strict=True):
+                group["lr"] = base * schedule(scheduler.last_epoch)  # the next step's, now
+        elif (schedule.total, schedule.warmup) != (tc.steps, tc.warmup_steps):
+            raise ElectraError(f"{out}: this run's time budget planned {schedule.total} steps "
+                               f"({schedule.warmup} of warm-up); resume it with the same "
+                               f"--budget, or with --steps {schedule.total} --warmup-steps "
+                               f"{schedule.warmup}")
     budget = planned = None
     if tc.budget_seconds is not None:
         budget = TimeBudget.resumed(tc.budget_seconds, out, meta) if resume else TimeBudget(
@@ -346,6 +372,8 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
                         run.out, objective, run.update, step, run.cfg, run.data, info,
                         {"skipped_nonfinite": loop.skipped, "skipped_overflow": loop.overflows,
                          **({"budget": budget.state()} if budget is not None else {})})
+                if budget is not None and info.is_main:  # the checkpoint's own time counts
+                    budget.write_heartbeat(run.out)
             if loop.stopping:
                 loop.preempt(f"; checkpoint {run.latest} written; continue with the same "
                              "command plus --resume")
@@ -386,18 +414,21 @@ def _follow_budget(run: _Run, loop: StepLoop, probe: HeldoutProbe | None) -> Non
     why = budget.due_check(step, tc.steps) if run.planned else "first plan"
     if why is None:
         return
-    budget.observe_since_calibration(step)
+    budget.observe(step)
 
     def rest(total: int) -> float:
-        """Seconds the run needs besides its steps, from `step` to `total`."""
-        probes = probe.left(step, total) if probe is not None else 0
-        checkpoints = tc.checkpoints_per_run - step * tc.checkpoints_per_run // max(1, total)
+        """Seconds a run ending at `total` needs besides its steps from here: the probes and
+        checkpoints still due (this step's among them: they follow this call) and the
+        export."""
+        done = step - 1
+        probes = probe.left(done, total) if probe is not None else 0
+        checkpoints = tc.checkpoints_per_run - done * tc.checkpoints_per_run // max(1, total)
         return (probes * budget.mean("probe") + checkpoints * budget.mean("checkpoint")
                 + budget.mean("export") + budget.margin())
 
     wanted = tc.steps
     if not run.planned or budget.needs_new_plan(step, tc.steps, rest(tc.steps)):
-        wanted = budget.affordable_steps(step, rest(tc.steps))
+        wanted = budget.affordable_steps(step, rest)
     total = max(step + 1, _smallest_over_ranks(wanted, info))
     if run.planned and total == tc.steps:
         return

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from electra.device import resolve_device
+from electra.errors import ElectraError
 
 
 @dataclass
@@ -34,6 +35,9 @@ def init_distributed(device: str = "auto", bf16: bool = False) -> DistInfo:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = resolve_device(device, bf16, index=local_rank)
+    if world_size > 1 and dev.type == "mps":
+        raise ElectraError("torchrun with --device mps: torch.distributed has no backend for "
+                           "Apple GPUs; run one process, or use --device cpu")
     use_cuda = dev.type == "cuda"
     if use_cuda:
         torch.cuda.set_device(dev)
