@@ -143,9 +143,7 @@ class StepLoop:
                 update.after()
         elif update.skip_nonfinite:
             self.skipped += 1
-            with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
-                warnings.simplefilter("ignore")
-                update.scheduler.step()
+            _advance_schedule_only(update)
         else:
             hint = self.nonfinite_hint()
             raise ElectraError(
@@ -182,15 +180,11 @@ class StepLoop:
                 # one in the loss alone is not, so the back-off is asked for.
                 scaler.update(None if not bool(torch.isfinite(norm))
                               else scale * scaler.get_backoff_factor())
-                with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
-                    warnings.simplefilter("ignore")
-                    update.scheduler.step()
+                _advance_schedule_only(update)
             elif update.skip_nonfinite:
                 scaler.update()
                 self.skipped += 1
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    update.scheduler.step()
+                _advance_schedule_only(update)
             else:
                 hint = self.nonfinite_hint()
                 raise ElectraError(
@@ -271,6 +265,13 @@ class StepLoop:
         self._bar.close()
         raise Preempted(f"stopped by {self._signals.name or 'a stop signal'} after step "
                         f"{self.step} of {self.total}{what}")
+
+
+def _advance_schedule_only(update: Update) -> None:
+    """A skipped update: the schedule advances as if it had been applied."""
+    with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
+        warnings.simplefilter("ignore")
+        update.scheduler.step()
 
 
 class LogWindow:
