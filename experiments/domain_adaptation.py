@@ -79,7 +79,8 @@ def start_model(args: argparse.Namespace) -> Path:
     if not (final / "discriminator" / "model.safetensors").is_file():
         from electra.demo.run import run_demo
 
-        run_demo(corpus=args.corpus, out_dir=out, steps=args.start_steps, overwrite=True)
+        run_demo(corpus=args.corpus, out_dir=out, steps=args.start_steps, overwrite=True,
+                 check=False)  # the study fine-tunes the model itself
     return final
 
 

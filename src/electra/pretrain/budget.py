@@ -9,7 +9,7 @@ left, keeping back what the rest of the run needs besides steps: the held-out pr
 the checkpoints and the final export, each timed as it happens (estimated until then). The
 learning-rate schedule (`electra.runtime.optim.Schedule`) is then ELECTRA's warm-up and
 linear decay over exactly those steps, and the run ends at the last one. The plan is checked
-at each quarter of the run and whenever a run resumes; where it would overrun (a slower
+at CHECK_FRACTIONS of the run and whenever a run resumes; where it would overrun (a slower
 machine, a busier one) or finish well early, the remaining steps are re-planned and the
 schedule bends continuously to end at the new last step.
 

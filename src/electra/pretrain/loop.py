@@ -403,7 +403,7 @@ def _checkpoint_due(run: _Run, loop: StepLoop) -> bool:
 
 def _follow_budget(run: _Run, loop: StepLoop, probe: HeldoutProbe | None) -> None:
     """After each step of a time-budgeted run: time the first steps, then plan the steps
-    that fit the budget; check the plan at each quarter of the run (and once after a resume)
+    that fit the budget; check the plan at CHECK_FRACTIONS of the run (and once after a resume)
     and re-plan where it would overrun or end early. Under torchrun every process takes the
     same decisions at the same steps (the most cautious one's)."""
     budget, tc, step, info = run.budget, run.cfg.train, loop.step, run.info
