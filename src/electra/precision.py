@@ -51,6 +51,16 @@ def resolve_precision(requested: str | None, device: torch.device) -> str:
     return requested
 
 
+def device_and_precision(device: str, precision: str | None) -> tuple[torch.device, str]:
+    """`--device` and `--precision` resolved together, as every command but pre-training (which
+    resolves its device through torchrun's rank) takes them: bf16 on a CPU without native bf16
+    is refused here, before anything is read or written."""
+    from electra.device import resolve_device
+
+    resolved = resolve_device(device)
+    return resolved, resolve_precision(precision, resolved)
+
+
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
     """Autocast to the precision's dtype on `device`; a no-op for fp32."""
     import torch

@@ -25,10 +25,9 @@ from electra.cvt.vocab import (
     read_word_vectors,
     vector_rows,
 )
-from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.precision import resolve_precision
+from electra.precision import device_and_precision
 from electra.settings import write_settings
 
 
@@ -87,8 +86,7 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
     if (s.steps is None) == (s.epochs is None):
         raise ElectraError("give exactly one of --steps and --epochs")
     cfg = make_config(s.preset, s.overrides)
-    device = resolve_device(s.device, s.precision == "bf16")
-    precision = resolve_precision(s.precision, device)
+    device, precision = device_and_precision(s.device, s.precision)
     dirs = data_dirs(s.tasks, s.data)
     tasks = [CVTTask(name) for name in s.tasks]
     train_sets, dev_sets = {}, {}

@@ -25,14 +25,14 @@ from pathlib import Path
 import torch
 
 from electra.config import ModelConfig
-from electra.device import resolve_device, to_device
+from electra.device import to_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import eval_batches, feature_lengths, train_batches
 from electra.finetune.heads import FinetuneModel, check_head
 from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.optim import LR_DECAY_STYLES, build_optimizer
-from electra.precision import PRECISIONS, autocast, make_scaler, resolve_precision
+from electra.precision import PRECISIONS, autocast, device_and_precision, make_scaler
 from electra.presets import SIZES, finetune_defaults, infer_size
 from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
 from electra.runtime.skeleton import LogWindow, StepLoop, Update, batches_forever
@@ -430,9 +430,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)
-    device = resolve_device(settings.device, settings.precision == "bf16")
-    settings = dataclasses.replace(settings,
-                                   precision=resolve_precision(settings.precision, device))
+    device, precision = device_and_precision(settings.device, settings.precision)
+    settings = dataclasses.replace(settings, precision=precision)
 
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     settings.check_model(encoder.config)

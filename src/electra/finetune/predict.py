@@ -9,7 +9,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.heads import FinetuneModel
@@ -21,7 +20,7 @@ from electra.finetune.loop import (
     primary_key,
 )
 from electra.finetune.model_io import load_finetuned
-from electra.precision import resolve_precision
+from electra.precision import device_and_precision
 from electra.tasks import Task, get_task_name, task_from_state
 
 
@@ -80,8 +79,7 @@ def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: st
     views = task_views(model, info, task_name)
     settings = eval_settings(settings, info, max_seq_len)
     settings.check_model(model.encoder.config)
-    device = resolve_device(settings.device, settings.precision == "bf16")
-    settings.precision = resolve_precision(settings.precision, device)
+    device, settings.precision = device_and_precision(settings.device, settings.precision)
     model.to(device)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

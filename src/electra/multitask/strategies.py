@@ -26,6 +26,7 @@ from electra.multitask.train import (
     resolve_task,
     run_multitask,
 )
+from electra.precision import device_and_precision
 from electra.tasks.glue import task_summary
 from electra.tokenizer import load_tokenizer
 
@@ -76,7 +77,7 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
     settings = settings or MultitaskSettings()
     settings.validate()
     # --precision bf16 is refused (on a CPU without it) before anything is read
-    resolve_device(settings.device, settings.precision == "bf16")
+    device_and_precision(settings.device, settings.precision)
     single = single or SingleOverrides()
     annealing = distill.Annealing.parse(settings.teacher_annealing)
     # Check every task's data (and the given teachers) before any stage writes anything.

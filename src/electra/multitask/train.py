@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import batches_from_order, feature_lengths
@@ -45,7 +44,7 @@ from electra.finetune.model_io import load_source
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
-from electra.precision import resolve_precision
+from electra.precision import device_and_precision
 from electra.presets import multitask_defaults
 from electra.settings import write_settings
 from electra.tasks import Task
@@ -139,8 +138,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     if len(set(task_names)) != len(task_names) or not task_names:
         raise ElectraError(f"--tasks must name distinct tasks, got {task_names}")
     configure_process_for_speed()
-    device = resolve_device(settings.device, settings.precision == "bf16")
-    settings.precision = resolve_precision(settings.precision, device)
+    device, settings.precision = device_and_precision(settings.device, settings.precision)
     encoder, tokenizer, _ = load_source(model_dir)
     settings.check_model(encoder.config)
     # section 3.3, from the size's preset
