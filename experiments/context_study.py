@@ -192,7 +192,7 @@ def run_variant(name: str, overrides: dict, data_dir: Path, work: Path, seed: in
     done = (run / "summary.json").exists()
     if not done:
         started = time.perf_counter()
-        summary = pretrain(cfg, data_dir, run, resume=(run / "config.json").exists(),
+        summary = pretrain(cfg, data_dir, run, resume=(run / "settings.json").exists(),
                            show_progress=sys.stderr.isatty())
         summary["wall_seconds"] = time.perf_counter() - started
         (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -43,10 +43,10 @@ from pathlib import Path
 
 import torch
 
-from electra.cvt.config import CVTConfig
+from electra.cvt.config import make_config
 from electra.cvt.run import TrainSettings, run_train
 from electra.errors import ElectraError
-from electra.settings import overrides as settings_overrides
+from electra.settings import resolve
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt",
@@ -86,7 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for item in args.data:
         task, _, path = item.partition("=")
         args.dirs[task] = Path(path)
-    args.overrides = settings_overrides(None, args.set, "cvt", CVTConfig())
+    args.config = make_config(args.preset)
+    resolve({"cvt": args.config}, None, {}, args.set)
     try:
         args.stages = sorted({int(s) for s in args.steps.split(",") if s})
     except ValueError:
@@ -108,7 +109,7 @@ def run_one(args, name: str, tasks: list[str], size: str, cvt: bool, seed: int) 
             entries.append(json.loads(cache.read_text()))
             continue
         settings = TrainSettings(
-            tasks=tasks, data=data, out=str(out), preset=args.preset, overrides=args.overrides,
+            tasks=tasks, data=data, out=str(out), preset=args.preset, config=args.config,
             unlabeled=args.unlabeled, max_unlabeled=args.max_unlabeled, steps=steps, cvt=cvt,
             seed=seed, train_sentences=None if size == "full" else int(size), save_every=100,
             word_vectors=str(args.word_vectors) if args.word_vectors else None,

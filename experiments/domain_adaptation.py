@@ -91,7 +91,7 @@ def continued(args: argparse.Namespace, name: str, corpus: list[Path], start: Pa
         _run(["prepare", "--corpus", *corpus, "--tokenizer", start / "discriminator",
               "--out", data, "--heldout-fraction", "0.01", "--overwrite"])
     if not (run / "final" / "discriminator" / "model.safetensors").is_file():
-        resume = ["--resume"] if (run / "config.json").is_file() else []
+        resume = ["--resume"] if (run / "settings.json").is_file() else []
         _run(["pretrain", "--init-from", start, "--data", data, "--out", run,
               "--steps", args.continue_steps, "--quiet", *resume])
     return run / "final"

@@ -117,7 +117,7 @@ def pretrain_run(work: Path, name: str, cfg: PretrainConfig, data: Path, device:
     if summary_path.is_file():
         return json.loads(summary_path.read_text())
     log(f"pre-training {name} ({cfg.objective.name}): {cfg.train.steps} steps")
-    summary = pretrain(cfg, data, out, resume=(out / "config.json").exists(), device=device,
+    summary = pretrain(cfg, data, out, resume=(out / "settings.json").exists(), device=device,
                        show_progress=show_progress)
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -124,10 +124,11 @@ def test_a_flops_budget_buys_exactly_its_steps(data_dir, tmp_path):
     cfg = _tiny(1000, 1, budget_flops=7.5 * per_step, warmup_steps=1000)
     summary = pretrain(cfg, data_dir, tmp_path / "out", device="cpu", show_progress=False)
     assert summary["steps"] == 7 and summary["flops"] == 7 * per_step
-    saved = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert saved["config"]["train"]["steps"] == 7
-    assert saved["config"]["train"]["warmup_steps"] == 1  # capped at a tenth of the run
-    assert saved["budget"]["flops"] == 7 * per_step and saved["budget"]["steps"] == 7
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["plan"] == {"steps": 7, "warmup_steps": 1}  # warm-up: a tenth of the run
+    assert run["budget"]["flops"] == 7 * per_step and run["budget"]["steps"] == 7
+    settings = json.loads((tmp_path / "out" / "settings.json").read_text())
+    assert settings["train"]["budget_flops"] == 7.5 * per_step  # as asked
 
 
 def _logged(out, key="lr"):
@@ -144,12 +145,12 @@ def _check_ends_within(summary: dict, out, seconds: float) -> None:
     assert summary["steps"] == plan["steps"] == report["steps"]
     last = _logged(out)[-1]
     assert last["step"] == summary["steps"]
-    saved = json.loads((out / "config.json").read_text())
+    saved = json.loads((out / "settings.json").read_text())
     schedule = Schedule(1, 1)
     schedule.__dict__.update(torch.load(
         out / "checkpoints" / f"step_{summary['steps']:08d}" / "trainer.pt",
         weights_only=False)["scheduler"]["lr_lambdas"][0])
-    peak = saved["config"]["train"]["learning_rate"]
+    peak = saved["train"]["learning_rate"]
     assert last["lr"] == pytest.approx(peak * schedule(summary["steps"] - 1), rel=1e-9)
     assert schedule(summary["steps"]) == 0.0
     for phase in ("set_up", "checkpoint", "export", "train"):  # no probes: eval_every 0

@@ -14,6 +14,7 @@ from cvt_helpers import TINY, two_task_model, write_chunk, write_unlabeled
 
 import electra.cvt.train as cvt_train
 from electra.cvt.batch import encode_words
+from electra.cvt.config import make_config
 from electra.cvt.modules import cvt_loss
 from electra.cvt.run import TrainSettings, run_train
 from electra.cvt.tasks import CVTTask
@@ -260,8 +261,9 @@ def test_training_loop_updates_like_the_reference(tmp_path, monkeypatch):
     files = {"chunk": write_chunk(tmp_path / "chunk"),
              "unlabeled": write_unlabeled(tmp_path / "raw.txt")}
     run_train(TrainSettings(tasks=["chunk"], data=[str(files["chunk"])], out=str(tmp_path / "o"),
-                            overrides=TINY, unlabeled=[str(files["unlabeled"])], steps=4, seed=3,
-                            save_every=0), progress=False)
+                            config=make_config("small", TINY),
+                            unlabeled=[str(files["unlabeled"])], steps=4, seed=3, save_every=0),
+              progress=False)
     assert [e[0] for e in events] == ["lab", "unl"] * 4
     assert len(norms) == 8 and all(n <= 1.0 + 1e-5 for n in norms)  # clipped per update
     # the reference's global_step (warm-up, decay) and EMA count every update, both kinds

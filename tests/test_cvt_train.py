@@ -27,9 +27,10 @@ def data(tmp_path):
             "unlabeled": write_unlabeled(tmp_path / "raw.txt")}
 
 
-def _settings(files, out, **kw) -> TrainSettings:
-    base = dict(tasks=["chunk"], data=[str(files["chunk"])], out=str(out), overrides=TINY,
-                unlabeled=[str(files["unlabeled"])], steps=6, seed=3, save_every=0)
+def _settings(files, out, overrides=TINY, **kw) -> TrainSettings:
+    base = dict(tasks=["chunk"], data=[str(files["chunk"])], out=str(out),
+                config=make_config("small", overrides), unlabeled=[str(files["unlabeled"])],
+                steps=6, seed=3, save_every=0)
     base.update(kw)
     return TrainSettings(**base)
 

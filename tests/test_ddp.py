@@ -127,7 +127,7 @@ def test_batch_size_is_global_over_processes_and_accumulation(ddp_run, data_dir)
 
 def test_flops_count_the_global_batch(ddp_run, data_dir, tmp_path):
     out, _, config = ddp_run
-    saved = json.loads((out / "config.json").read_text())["config"]
+    saved = json.loads((out / "settings.json").read_text())
     model = ModelConfig(**saved["model"])
     per_step = sum(objective_step_flops(model, ObjectiveConfig(**saved["objective"]),
                                         BATCH, 32).values())
@@ -141,13 +141,13 @@ def test_flops_count_the_global_batch(ddp_run, data_dir, tmp_path):
 
 def test_resume_with_one_process_is_a_clear_error(ddp_run, data_dir, capsys):
     out, _, config = ddp_run
-    before = (out / "config.json").read_bytes()
+    before = (out / "settings.json").read_bytes()
     capsys.readouterr()
     assert main(pretrain_argv(config, data_dir, out, "--resume", "--steps", "6")) == 1
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("electra pretrain: error:")
     assert "different number of processes" in lines[0]
-    assert (out / "config.json").read_bytes() == before
+    assert (out / "settings.json").read_bytes() == before
 
 
 def test_continued_pre_training_under_two_processes(ddp_run, data_dir, tmp_path):
@@ -164,8 +164,9 @@ def test_continued_pre_training_under_two_processes(ddp_run, data_dir, tmp_path)
            "--log-every", "1", "--eval-every", "0", "--quiet", "--device", "cpu"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = json.loads((out / "config.json").read_text())
+    run = json.loads((out / "run.json").read_text())
     assert run["init"]["from"] == str(first / "final" / "discriminator")
-    assert run["config"]["model"]["hidden_size"] == TINY["model"]["hidden_size"]
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["model"]["hidden_size"] == TINY["model"]["hidden_size"]
     assert [r["step"] for r in read_metrics(out)] == [1, 2]
     assert load_pretrained(out / "final" / "discriminator").config.hidden_size == 32

@@ -32,7 +32,7 @@ def test_demo_runs_the_tiny_local_preset_by_default(tmp_path, capsys):
     # 2 steps of batch 4: each training example read 8 / N times on average
     assert report["data_passes"] == pytest.approx(8 / report["train_examples"])
     assert f"each read {8 / report['train_examples']:.1f} times" in out
-    config = json.loads((tmp_path / "demo" / "pretrain" / "config.json").read_text())["config"]
+    config = json.loads((tmp_path / "demo" / "pretrain" / "settings.json").read_text())
     assert config["model"]["position_bias"] == "alibi"
     assert config["objective"]["disc_bias_init"] == "base-rate"
     with pytest.raises(ElectraError, match="tiny-local"):

@@ -115,14 +115,14 @@ def test_pretrain_finetune_multitask_and_score_refuse(slow_cpu, data_dir, tiny_m
 def test_auto_precision_trains_bf16_where_it_is_native_and_records_it(fast_cpu, data_dir,
                                                                        tmp_path):
     """`--precision auto` (the default) takes bf16 on a CPU with native bf16, fp32 where
-    asked; config.json records the precision used, never `auto`."""
+    asked; settings.json records the precision used, never `auto`."""
     base = ["pretrain", "--preset", "tiny", "--data", str(data_dir), "--steps", "1",
             "--device", "cpu", "--quiet"]
     assert main([*base, "--out", str(tmp_path / "auto")]) == 0
     assert main([*base, "--out", str(tmp_path / "fp32"), "--fp32"]) == 0
     for name, expected in (("auto", "bf16"), ("fp32", "fp32")):
-        saved = json.loads((tmp_path / name / "config.json").read_text())
-        assert saved["config"]["train"]["precision"] == expected
+        saved = json.loads((tmp_path / name / "settings.json").read_text())
+        assert saved["train"]["precision"] == expected
 
 
 def test_auto_precision_is_fp32_where_bf16_is_not_native(slow_cpu):

@@ -24,9 +24,10 @@ def test_study_runs_caches_and_tabulates(tmp_path, corpus_file, make_corpus):
     result = domain_adaptation.main(argv)
     assert set(result["models"]) == {"start", "in-domain", "general", "random"}
     for name in ("in-domain", "general"):
-        run = json.loads((tmp_path / "w" / name / "config.json").read_text())
+        run = json.loads((tmp_path / "w" / name / "run.json").read_text())
         assert run["init"]["from"].endswith("start/pretrain/final/discriminator")
-        assert run["config"]["train"]["steps"] == 2
+        settings = json.loads((tmp_path / "w" / name / "settings.json").read_text())
+        assert settings["train"]["steps"] == 2
     assert "(b) + in-domain (IMDB)" in result["markdown"]
     stamp = (tmp_path / "w" / "in-domain" / "final" / "discriminator" / "model.safetensors"
              ).stat().st_mtime_ns
@@ -40,5 +41,5 @@ def test_study_runs_caches_and_tabulates(tmp_path, corpus_file, make_corpus):
                                     "--start-model", str(start)])
     assert not (tmp_path / "w2" / "start").exists()
     assert other["models"]["start"] == result["models"]["start"]
-    run = json.loads((tmp_path / "w2" / "in-domain" / "config.json").read_text())
+    run = json.loads((tmp_path / "w2" / "in-domain" / "run.json").read_text())
     assert run["init"]["from"] == str(start / "final" / "discriminator")

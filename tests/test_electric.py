@@ -214,7 +214,7 @@ def test_pretrains_end_to_end_and_exports(name: str, data_dir: Path, tmp_path: P
     tensors = load_file(str(gen_dir / "model.safetensors"))
     assert torch.equal(tensors["embeddings.word_embeddings.weight"],
                        disc.electra.embeddings.word_embeddings.weight)
-    cfg = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    cfg = json.loads((tmp_path / "run" / "settings.json").read_text())
     per_step = sum(objective_step_flops(
         ModelConfig(**cfg["model"]), ObjectiveConfig(**cfg["objective"]), 8, 32).values())
     assert records[-1]["flops"] == pytest.approx(3 * per_step)

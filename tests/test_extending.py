@@ -74,7 +74,7 @@ def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_pat
     # --init-from the discriminator it exported: the new run starts from those weights
     source = find_source(tmp_path / "run", None, "random-detection")
     assert source.main_head == "discriminator" and source.generator is None
-    adopt_checkpoint(cfg, source, {})
+    adopt_checkpoint(cfg, source)
     cfg.train.steps = 1
     before = load_file(str(tmp_path / "run" / "final" / "discriminator" / "model.safetensors"))
     seen = {}

@@ -97,8 +97,8 @@ def test_pretrain_logs_probes_without_changing_training(data_dir: Path, tmp_path
     a = load_file(str(tmp_path / "probed" / "final" / "discriminator" / "model.safetensors"))
     b = load_file(str(tmp_path / "plain" / "final" / "discriminator" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert json.loads((tmp_path / "probed" / "config.json").read_text())[
-        "config"]["train"]["eval_every"] == 3
+    assert json.loads((tmp_path / "probed" / "settings.json").read_text())[
+        "train"]["eval_every"] == 3
 
 
 def test_token_cosine_is_one_for_collapsed_vectors_and_small_for_random(probes):

@@ -77,7 +77,7 @@ def _started(source_dirs: tuple, objective: str = "electra"):
                          objective)
     cfg = PretrainConfig.from_preset("tiny")
     cfg.objective.name = objective
-    adopt_checkpoint(cfg, source, {})
+    adopt_checkpoint(cfg, source)
     cfg.validate()
     model = build_objective(cfg.model, cfg.objective)
     load_weights(model, source)
@@ -123,11 +123,12 @@ def test_continued_pair_trains_exports_and_loads_back(released, data_dir, tmp_pa
     out = tmp_path / "run"
     assert _pretrain("--init-from", released["disc"], "--init-generator", released["gen"],
                      "--data", data_dir, "--out", out) == 0
-    run = json.loads((out / "config.json").read_text())
+    run = json.loads((out / "run.json").read_text())
     assert run["init"] == {"from": str(released["disc"]), "generator": str(released["gen"]),
                            "train_flops": None}
-    assert run["config"]["preset"] == "tiny"  # inferred from the hidden size (64)
-    assert run["config"]["objective"]["generator_multiplier"] == 0.5
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["preset"] == "tiny"  # inferred from the hidden size (64)
+    assert settings["objective"]["generator_multiplier"] == 0.5
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and rows[0]["flops"] > 0
     for name, arch in (("discriminator", "ElectraForPreTraining"),
@@ -159,9 +160,10 @@ def test_a_finished_run_continues_and_keeps_its_flops(data_dir, tmp_path):
     assert _pretrain("--preset", "tiny-local", "--data", data_dir, "--out", first) == 0
     recorded = json.loads((first / "final" / "discriminator" / "config.json").read_text())
     assert _pretrain("--init-from", first, "--data", data_dir, "--out", second) == 0
-    run = json.loads((second / "config.json").read_text())
+    run = json.loads((second / "run.json").read_text())
     assert run["init"]["train_flops"] == recorded["electra_toolkit"]["train_flops"] > 0
-    assert run["config"]["model"]["position_bias"] == "alibi"  # from the checkpoint
+    settings = json.loads((second / "settings.json").read_text())
+    assert settings["model"]["position_bias"] == "alibi"  # from the checkpoint
     assert run["init"]["generator"] == str(first / "final" / "generator")
     assert (second / "final" / "discriminator" / "model.safetensors").is_file()
 
@@ -219,7 +221,7 @@ def test_interrupted_continued_run_resumes_exactly(released, data_dir, tmp_path,
     def run(out: Path, resume: bool = False) -> Path:
         source = find_source(released["disc"], released["gen"], "electra")
         cfg = PretrainConfig.from_preset("tiny")
-        adopt_checkpoint(cfg, source, {})
+        adopt_checkpoint(cfg, source)
         cfg.train.steps, cfg.train.batch_size, cfg.train.save_every = 4, 4, 2
         cfg.train.eval_every = 0
         pretrain(cfg, data_dir, out, resume=resume, device="cpu", show_progress=False,

@@ -394,7 +394,7 @@ def test_init_from_a_transformers_checkpoint(tmp_path, data_dir):
     for generator_dir in (None, tmp_path / "hf"):
         source = find_source(tmp_path / "hf", generator_dir, "electra")
         cfg = PretrainConfig.from_preset("tiny-modern")
-        adopt_checkpoint(cfg, source, {})
+        adopt_checkpoint(cfg, source)
         assert cfg.model.is_modern and cfg.model.num_hidden_layers == 4
         assert cfg.objective.generator_layers == (2 if generator_dir is None else None)
         objective = build_objective(cfg.model, cfg.objective)

@@ -87,7 +87,7 @@ def test_objective_flag_selects_the_objective(data_dir, tmp_path):
     out = tmp_path / "out"
     argv = pretrain_argv(config_file(tmp_path, {}), data_dir, out, "--objective", "mlm")
     assert main(argv) == 0
-    assert json.loads((out / "config.json").read_text())["config"]["objective"]["name"] == "mlm"
+    assert json.loads((out / "settings.json").read_text())["objective"]["name"] == "mlm"
     assert (out / "final" / "model" / "model.safetensors").is_file()
 
 

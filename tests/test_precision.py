@@ -181,8 +181,8 @@ def test_an_fp16_pretraining_run_resumes_bit_exact(data_dir, tmp_path, monkeypat
     assert [r["step"] for r in logs[1]] == [1, 2, 3, 4]
     assert ([(r["loss_scale"], r["skipped_overflow"]) for r in logs[0]]
             == [(r["loss_scale"], r["skipped_overflow"]) for r in logs[1]])
-    saved = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert saved["config"]["train"]["precision"] == "fp16"
+    saved = json.loads((tmp_path / "out" / "settings.json").read_text())
+    assert saved["train"]["precision"] == "fp16"
     trainer = torch.load(tmp_path / "out" / "checkpoints" / "step_00000004" / "trainer.pt",
                          weights_only=False)
     assert trainer["scaler"]["scale"] == logs[0][-1]["loss_scale"]

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from electra.cli import build_parser, main
-from electra.cvt.config import CVTConfig
+from electra.config import PretrainConfig
+from electra.cvt.cli import train_settings
 from electra.errors import ElectraError
 from electra.finetune.cli import _finetune_settings
 from electra.finetune.loop import FinetuneSettings, finetune
-from electra.settings import overrides, resolve, write_settings
+from electra.pretrain.cli import build_pretrain_config
+from electra.settings import Source, resolve, write_settings
 
 # One command line per training command, complete but for what the tests add; each fails on
 # its settings before it reads a file.
@@ -85,12 +87,77 @@ def test_written_settings_read_back_as_a_config(tmp_path):
     assert again == used
 
 
-def test_cvt_overrides_come_from_config_and_set(tmp_path):
+def test_cvt_sections_come_from_config_flags_and_set_with_their_sources(tmp_path):
+    """`electra cvt` has a `train` section --set reaches (steps, seed, ...) beside `cvt`."""
     config = tmp_path / "c.json"
-    config.write_text(json.dumps({"cvt": {"lstm1": 64, "lstm2": 32}}))
-    assert overrides(config, ["cvt.lstm2=16"], "cvt", CVTConfig()) == {"lstm1": 64, "lstm2": 16}
+    config.write_text(json.dumps({"preset": "small-cpu", "cvt": {"lstm1": 64, "lstm2": 32},
+                                  "train": {"seed": 4, "save_every": 7}}))
+    args = build_parser().parse_args(_argv("cvt", tmp_path / "o", "--config", str(config),
+                                           "--set", "cvt.lstm2=16", "--set", "train.steps=3",
+                                           "--seed", "5"))
+    s = train_settings(args)
+    assert (s.config.lstm1, s.config.lstm2, s.config.cvt_weight) == (64, 16, 0.25)
+    assert (s.steps, s.seed, s.save_every, s.cvt) == (3, 5, 7, False)  # --no-cvt, a flag
+    assert s.sources.of("train.steps") == Source("set", "--set train.steps=3")
+    assert s.sources.of("train.seed") == Source("flag", "--seed")
+    assert s.sources.of("train.save_every") == Source("file", str(config))
+    assert s.sources.of("cvt.cvt_weight") == Source("preset", f"{config}: preset")
+    assert s.sources.of("train.precision").kind == "default"
+    args.set = ["cvt.lstm2=wide"]
     with pytest.raises(ElectraError, match="--set cvt.lstm2=wide"):
-        overrides(config, ["cvt.lstm2=wide"], "cvt", CVTConfig())
+        train_settings(args)
+
+
+def test_pretrain_sources_name_the_preset_file_flag_and_set(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"train": {"seed": 4}, "objective": {"mask_prob": 0.2}}))
+    args = build_parser().parse_args(_argv("pretrain", tmp_path / "o", "--preset", "small",
+                                           "--config", str(config), "--lr", "0.1",
+                                           "--set", "objective.mask_prob=0.25"))
+    cfg, sources, source = build_pretrain_config(args)
+    assert source is None and cfg.preset == "small" and cfg.train.learning_rate == 0.1
+    assert sources.of("model.hidden_size") == Source("preset", "--preset small")
+    assert sources.of("train.seed") == Source("file", str(config))
+    assert sources.of("train.learning_rate") == Source("flag", "--lr")
+    assert sources.of("objective.mask_prob") == Source("set", "--set objective.mask_prob=0.25")
+    assert sources.given() == {"train.seed": str(config), "train.learning_rate": "--lr",
+                               "objective.mask_prob": "--set objective.mask_prob=0.25"}
+
+
+def test_flops_reads_a_run_settings_file(tmp_path, capsys):
+    """`electra flops --config OUT/settings.json` counts that configuration; --set reaches
+    every section."""
+    settings = PretrainConfig.from_preset("tiny-modern")
+    settings.train.steps, settings.model.vocab_size = 7, 1000
+    write_settings(tmp_path, settings.to_dict())
+    assert main(["flops", "--config", str(tmp_path / "settings.json"), "--seq-len", "64"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["preset"], report["steps"], report["vocab_size"]) == ("tiny-modern", 7, 1000)
+    # the preset's own generator (half as deep), as `electra pretrain` counts it
+    assert report["objective_config"]["generator_layers"] == \
+        settings.objective.generator_layers == settings.model.num_hidden_layers // 2
+    assert main(["flops", "--preset", "tiny", "--set", "train.batch_size=3"]) == 0
+    assert json.loads(capsys.readouterr().out)["batch_size"] == 3
+
+
+def test_a_rerun_from_its_settings_file_is_byte_identical(data_dir, tmp_path):
+    """`--config OUT/settings.json` on the same data reproduces the run exactly."""
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert main(["pretrain", "--preset", "tiny", "--data", str(data_dir), "--out", str(first),
+                 "--steps", "5", "--batch-size", "4", "--seed", "7", "--eval-every", "0",
+                 "--set", "model.num_hidden_layers=2", "--quiet", "--device", "cpu"]) == 0
+    assert main(["pretrain", "--config", str(first / "settings.json"), "--data", str(data_dir),
+                 "--out", str(again), "--quiet", "--device", "cpu"]) == 0
+    assert (first / "settings.json").read_text() == (again / "settings.json").read_text()
+    for name in ("discriminator", "generator"):
+        assert ((first / "final" / name / "model.safetensors").read_bytes()
+                == (again / "final" / name / "model.safetensors").read_bytes())
+    run = json.loads((first / "run.json").read_text())
+    assert run["sources"]["train.steps"] == "flag: --steps"
+    assert run["data"] == str(data_dir) and run["settings"] == "settings.json"
+    meta = json.loads((first / "checkpoints" / "step_00000005" / "meta.json").read_text())
+    assert (meta["settings"], meta["run"]) == ("settings.json", "run.json")
+    assert "config" not in meta  # it points to the run's files instead of copying them
 
 
 def _sst2(folder: Path) -> Path:

@@ -302,7 +302,7 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
 def _load_latest(out: Path) -> int:
     """Resume the library way: find the latest checkpoint, load it into a fresh objective."""
     cfg = PretrainConfig()
-    merge(cfg, json.loads((out / "config.json").read_text())["config"])
+    merge(cfg, json.loads((out / "settings.json").read_text()))
     objective = build_objective(cfg.model, cfg.objective)
     optimizer = build_optimizer(objective, cfg.train)
     scheduler = build_scheduler(optimizer, cfg.train)
@@ -338,7 +338,7 @@ def test_resume_with_other_world_size_is_refused(run_a, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(run_a[0], out)
     cfg = PretrainConfig()
-    merge(cfg, json.loads((out / "config.json").read_text())["config"])
+    merge(cfg, json.loads((out / "settings.json").read_text()))
     objective = build_objective(cfg.model, cfg.objective)
     optimizer = build_optimizer(objective, cfg.train)
     scheduler = build_scheduler(optimizer, cfg.train)
@@ -443,7 +443,7 @@ def test_metrics_have_every_field_and_cumulative_flops(run_a, data_dir):
     out = run_a[0]
     records = read_metrics(out)
     assert [r["step"] for r in records] == [2, 4, 6, 8]
-    saved = json.loads((out / "config.json").read_text())["config"]
+    saved = json.loads((out / "settings.json").read_text())
     model = ModelConfig(**saved["model"])
     assert model.vocab_size == json.loads((data_dir / "manifest.json").read_text())[
         "vocab_size"]

@@ -273,8 +273,8 @@ def test_pretrain_with_compile_step_resumes_bit_exact(data_dir, tmp_path, monkey
         assert weights[0].keys() == weights[1].keys()
         for key, value in weights[0].items():
             assert torch.equal(value, weights[1][key]), key
-    assert json.loads((tmp_path / "out" / "config.json").read_text())[
-        "config"]["train"]["compile_step"] is True
+    assert json.loads((tmp_path / "out" / "settings.json").read_text())[
+        "train"]["compile_step"] is True
 
 
 def test_compiled_step_compiles_once_per_run_through_warmup_and_decay(data_dir, tmp_path,

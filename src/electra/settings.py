@@ -1,37 +1,81 @@
-"""One settings path for every training command (`pretrain`, `finetune`, `multitask`, `cvt`).
+"""One settings path for every command that trains or counts (`pretrain`, `flops`, `finetune`,
+`multitask`, `cvt`, `demo`).
 
 A command's settings are sections, each a typed dataclass: `model`, `objective` and `train` for
-pre-training, `finetune`, `multitask`, `cvt`. They are built in one order everywhere:
+pre-training, `finetune`, `multitask`, `cvt` and `train` for CVT, `demo`. They are built in one
+order everywhere:
 
-1. the defaults (and the preset's values where the command has presets);
-2. `--config FILE`: a JSON object of sections, e.g. `{"finetune": {"lr": 1e-4}}`;
+1. the defaults, and the preset's values where the command has presets (`apply_preset`);
+2. `--config FILE`: a JSON object of sections, e.g. `{"finetune": {"lr": 1e-4}}` (and the
+   preset's name, `"preset": NAME`, where the command has presets);
 3. the command's own flags;
 4. each `--set SECTION.KEY=VALUE` (the value read as JSON where it parses, else as a string).
 
 Every step merges with `electra.config.merge`: types are checked, and an unknown section or key
-is an error that names it and where it came from. What was used is written next to the run
-(`write_settings`), in the form `--config` reads back.
+is an error that names it and where it came from. `resolve` returns where each value came from
+(`Sources`), so a command asks that instead of reading its input again. What was used is
+written next to the run (`write_settings`, OUT/settings.json), in the form `--config` reads
+back; what is not a setting (data, checksums, the start model) goes to OUT/run.json.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from electra.config import merge, read_config_json
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 
 SETTINGS_FILE = "settings.json"
+RUN_FILE = "run.json"
+# A pre-training run written before settings.json and run.json recorded both in OUT/config.json.
+LEGACY_RUN_FILE = "config.json"
+# A flag's value that sets its field to None (a flag given as None is "not given").
+CLEAR = object()
 
 
-def config_help(sections: Sequence[str]) -> str:
+class Source(NamedTuple):
+    """Where a setting's value came from: its `kind` (one of KINDS) and, for a message, `where`
+    ("--preset small", the config file's path, "--lr", "--set train.seed=3")."""
+
+    kind: str
+    where: str
+
+
+KINDS = ("default", "preset", "file", "flag", "set")
+DEFAULT = Source("default", "the default")
+
+
+class Sources(dict):
+    """"SECTION.KEY" (dotted for nested values) -> `Source`, for every value a step after the
+    defaults gave; the rest are defaults."""
+
+    def of(self, key: str) -> Source:
+        return self.get(key, DEFAULT)
+
+    def given(self, kinds: Sequence[str] = ("file", "flag", "set")) -> dict[str, str]:
+        """The keys the user asked for, by the steps of `kinds`, and where."""
+        return {key: source.where for key, source in self.items() if source.kind in kinds}
+
+    def record(self, section: str, values: Mapping[str, Any], source: Source) -> None:
+        for key in _leaves(values):
+            self[f"{section}.{key}"] = source
+
+    def to_json(self) -> dict[str, str]:
+        """What run.json records: each value not at its default, and where it came from."""
+        return {key: f"{source.kind}: {source.where}" for key, source in sorted(self.items())}
+
+
+def config_help(sections: Sequence[str], preset: bool = False) -> str:
     names = ", ".join(sections)
-    return (f"JSON settings file: an object of sections ({names}), e.g. "
-            f'{{"{sections[0]}": {{"KEY": VALUE}}}}; flags and --set override it')
+    return (f"JSON settings file: an object of sections ({names})"
+            + (" and the preset's name" if preset else "")
+            + f', e.g. {{"{sections[0]}": {{"KEY": VALUE}}}}; OUT/settings.json of a run is '
+            "one; flags and --set override it")
 
 
 def set_help(sections: Sequence[str], example: str) -> str:
@@ -39,26 +83,43 @@ def set_help(sections: Sequence[str], example: str) -> str:
             f"it parses), e.g. --set {example}")
 
 
-def add_settings_flags(parser, sections: Sequence[str], example: str) -> None:
-    """`--config FILE` and `--set SECTION.KEY=VALUE`, the same on every training command."""
-    parser.add_argument("--config", metavar="FILE", help=config_help(sections))
+def add_settings_flags(parser, sections: Sequence[str], example: str,
+                       preset: bool = False) -> None:
+    """`--config FILE` and `--set SECTION.KEY=VALUE`, the same on every command."""
+    parser.add_argument("--config", metavar="FILE", help=config_help(sections, preset))
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help=set_help(sections, example))
 
 
-def read_config_file(path: str | Path, sections: Sequence[str]) -> dict[str, dict]:
-    """A `--config` file's sections; errors name the file (and the line of a JSON error)."""
+def read_config_file(path: str | Path, sections: Sequence[str],
+                     preset: bool = False) -> dict[str, Any]:
+    """A `--config` file's sections (and `preset`, a name, where the command has presets);
+    errors name the file (and the line of a JSON error)."""
     data = read_config_json(path)
+    known = [*sections, *(["preset"] if preset else [])]
     if not isinstance(data, dict):
-        raise ElectraError(f"{path}: expected a JSON object of sections ({', '.join(sections)})")
-    unknown = [name for name in data if name not in sections]
+        raise ElectraError(f"{path}: expected a JSON object of sections ({', '.join(known)})")
+    unknown = [name for name in data if name not in known]
     if unknown:
         raise ElectraError(f"{path}: unknown section {unknown[0]!r} (known: "
-                           f"{', '.join(sections)})")
+                           f"{', '.join(known)})")
     for name, values in data.items():
-        if not isinstance(values, dict):
+        if name == "preset":
+            if not isinstance(values, str):
+                raise ElectraError(f"{path}: preset must be a name, got {values!r}")
+        elif not isinstance(values, dict):
             raise ElectraError(f"{path}: section {name!r} must be an object")
     return data
+
+
+def config_preset(path: str | Path | None) -> str | None:
+    """The preset a `--config` file names, if any (read before the file's sections are merged
+    onto that preset's values)."""
+    if path is None:
+        return None
+    data = read_config_json(path)
+    preset = data.get("preset") if isinstance(data, dict) else None
+    return preset if isinstance(preset, str) else None
 
 
 def parse_set(item: str, sections: Sequence[str]) -> tuple[str, dict[str, Any]]:
@@ -81,63 +142,83 @@ def parse_set(item: str, sections: Sequence[str]) -> tuple[str, dict[str, Any]]:
     return section, nested
 
 
-def apply_config_file(targets: dict[str, Any], path: str | Path | None) -> None:
-    """Step 2: merge a `--config` file into `targets` (section name -> dataclass)."""
-    if path is None:
-        return
-    for name, values in read_config_file(path, list(targets)).items():
-        merge(targets[name], values, where=f"{path}: {name}")
-
-
-def apply_flags(targets: dict[str, Any], flags: dict[str, dict[str, Any]]) -> None:
-    """Step 3: the flags given on the command line (None: not given), by section."""
-    for name, values in flags.items():
-        merge(targets[name], {k: v for k, v in values.items() if v is not None}, where="flags")
-
-
-def apply_sets(targets: dict[str, Any], items: Sequence[str]) -> None:
-    """Step 4: each `--set SECTION.KEY=VALUE`, in order."""
-    for item in items:
-        section, nested = parse_set(item, list(targets))
-        merge(targets[section], nested, where=f"--set {item}")
+def apply_preset(targets: dict[str, Any], sources: Sources, where: str) -> None:
+    """Step 1's preset, already in `targets`: record every section's values as the preset's
+    (`where`: how it was chosen, e.g. "--preset small")."""
+    for name, values in targets.items():
+        sources.record(name, dataclasses.asdict(values), Source("preset", where))
 
 
 def resolve(targets: dict[str, Any], config: str | Path | None,
-            flags: dict[str, dict[str, Any]], sets: Sequence[str]) -> None:
-    """Steps 2 to 4 on `targets`, which hold step 1 already."""
-    apply_config_file(targets, config)
-    apply_flags(targets, flags)
-    apply_sets(targets, sets)
+            flags: Mapping[str, Mapping[str, Any]], sets: Sequence[str],
+            sources: Sources | None = None, preset: bool = False,
+            flag_names: Mapping[str, str] | None = None) -> Sources:
+    """Steps 2 to 4 on `targets` (section name -> dataclass), which hold step 1 already;
+    returns `sources` (new if None) with where every value that is not a default came from.
 
-
-def overrides(config: str | Path | None, sets: Sequence[str], section: str,
-              check: Any) -> dict[str, Any]:
-    """One section's values from `--config` and `--set` as a dict (later wins), for a command
-    whose section is built later, on top of a preset (`electra cvt`). They are merged into
-    `check` (a dataclass of the section's type) on the way, so that an error names the file or
-    the --set that caused it."""
-    out: dict[str, Any] = {}
+    `flags`: by section, each field's value from the command line (None: not given; `CLEAR`:
+    set to None). `flag_names`: "SECTION.KEY" -> the flag that sets it, for messages."""
+    sources = Sources() if sources is None else sources
     if config is not None:
-        values = read_config_file(config, [section]).get(section, {})
-        merge(check, values, where=f"{config}: {section}")
-        out.update(values)
+        for name, values in read_config_file(config, list(targets), preset).items():
+            if name != "preset":
+                merge(targets[name], values, where=f"{config}: {name}")
+                sources.record(name, values, Source("file", str(config)))
+    for name, values in flags.items():
+        given = {key: None if value is CLEAR else value
+                 for key, value in values.items() if value is not None}
+        merge(targets[name], given, where="flags")
+        for key in given:
+            flag = (flag_names or {}).get(f"{name}.{key}", "--" + key.replace("_", "-"))
+            sources[f"{name}.{key}"] = Source("flag", flag)
     for item in sets:
-        _, nested = parse_set(item, [section])
-        merge(check, nested, where=f"--set {item}")
-        _deep_update(out, nested)
-    return out
+        name, nested = parse_set(item, list(targets))
+        merge(targets[name], nested, where=f"--set {item}")
+        sources.record(name, nested, Source("set", f"--set {item}"))
+    return sources
 
 
-def _deep_update(base: dict, new: dict) -> None:
-    for key, value in new.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = value
-
-
-def write_settings(out_dir: str | Path, sections: dict[str, Any]) -> Path:
+def write_settings(out_dir: str | Path, sections: Mapping[str, Any]) -> Path:
     """OUT/settings.json: the settings a run used, by section, as `--config` reads them."""
     record = {name: dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
               for name, value in sections.items()}
     return write_atomic(Path(out_dir) / SETTINGS_FILE, json.dumps(record, indent=2) + "\n")
+
+
+def write_run_record(out_dir: str | Path, record: Mapping[str, Any]) -> Path:
+    """OUT/run.json: what a run used that is not a setting (its data and their checksums, the
+    model it started from, where each setting came from) and what it became."""
+    return write_atomic(Path(out_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
+
+
+def holds_run(out_dir: str | Path) -> bool:
+    out = Path(out_dir)
+    return (out / SETTINGS_FILE).exists() or (out / LEGACY_RUN_FILE).exists()
+
+
+def read_run(out_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(OUT/settings.json, OUT/run.json) of a run (empty where it has no run.json); an
+    unreadable one is an error naming it."""
+    out = Path(out_dir)
+    legacy = not (out / SETTINGS_FILE).exists() and (out / LEGACY_RUN_FILE).exists()
+    path = out / (LEGACY_RUN_FILE if legacy else SETTINGS_FILE)
+    try:
+        if legacy:
+            record = json.loads(path.read_text())
+            settings = record.pop("config")
+        else:
+            settings = json.loads(path.read_text())
+            record = json.loads((out / RUN_FILE).read_text()) if (out / RUN_FILE).exists() else {}
+        if not isinstance(settings, dict) or not isinstance(record, dict):
+            raise TypeError
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise ElectraError(f"{path}: unreadable run settings") from None
+    return settings, record
+
+
+def _leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key

@@ -4,29 +4,53 @@ flag; see docs/cvt.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
 from electra.cli_support import LazyHelpStore, add_device_flag, add_precision_flags
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError
-from electra.settings import add_settings_flags
+from electra.settings import CLEAR, add_settings_flags
+
+SECTIONS = ("cvt", "train")  # --config / --set sections: CVTConfig, CVTTrainConfig
+
+
+def train_settings(args):
+    """`TrainSettings` from the command line: the preset, then --config, the flags given, then
+    --set (`electra.settings`)."""
+    from electra.cvt.config import CVTTrainConfig, make_config
+    from electra.cvt.run import TrainSettings
+    from electra.settings import Sources, apply_preset, config_preset, resolve
+
+    named = args.preset or config_preset(args.config)
+    preset = named or "small"
+    sections = {"cvt": make_config(preset), "train": CVTTrainConfig()}
+    sources = Sources()
+    if named:
+        apply_preset({"cvt": sections["cvt"]}, sources, f"--preset {preset}" if args.preset
+                     else f"{args.config}: preset")
+    flags = {name: getattr(args, name) for name in ("steps", "epochs", "seed", "train_sentences",
+                                                    "max_unlabeled", "save_every", "precision")}
+    flags["cvt"] = False if args.no_cvt else None
+    if args.steps is not None or args.epochs is not None:  # one length: a --config's other one
+        flags["epochs" if args.steps is not None else "steps"] = CLEAR  # no longer applies
+    resolve(sections, args.config, {"train": flags}, args.set, sources, preset=True,
+            flag_names={"train.cvt": "--no-cvt"})
+    sections["cvt"].validate()
+    sections["train"].validate()
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    return TrainSettings(tasks=tasks, data=args.data, out=args.out, preset=preset,
+                         config=sections["cvt"], unlabeled=args.unlabeled or [],
+                         text_field=args.text_field, word_vectors=args.word_vectors,
+                         resume=args.resume, device=args.device, sources=sources,
+                         **dataclasses.asdict(sections["train"]))
 
 
 def _run_train(args) -> None:
-    from electra.cvt.config import CVTConfig
-    from electra.cvt.run import TrainSettings, run_train
-    from electra.settings import overrides
+    from electra.cvt.run import run_train
 
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    s = TrainSettings(tasks=tasks, data=args.data, out=args.out, preset=args.preset,
-                      overrides=overrides(args.config, args.set, "cvt", CVTConfig()),
-                      unlabeled=args.unlabeled or [],
-                      max_unlabeled=args.max_unlabeled, text_field=args.text_field,
-                      steps=args.steps, epochs=args.epochs, cvt=not args.no_cvt, seed=args.seed,
-                      train_sentences=args.train_sentences, word_vectors=args.word_vectors,
-                      resume=args.resume, save_every=args.save_every, device=args.device,
-                      precision=args.precision or "auto")
+    s = train_settings(args)
     if s.cvt and not s.unlabeled:
         raise ElectraError("CVT needs --unlabeled CORPUS (or --no-cvt for supervised training)")
     show = not args.quiet and sys.stderr.isatty()
@@ -76,25 +100,26 @@ def add_parsers(sub) -> None:
     p.add_argument("--unlabeled", action="append", metavar="CORPUS",
                    help="unlabeled text: files or directories `electra prepare` reads "
                    "(repeatable)")
-    p.add_argument("--max-unlabeled", type=int, default=200_000,
+    p.add_argument("--max-unlabeled", type=int,
                    help="use the first N unlabeled sentences (default 200000)")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
     p.add_argument("--out", required=True)
-    p.add_argument("--preset", default="small", help=f"{', '.join(PRESETS)} (default small: "
-                   "minutes on a CPU, the paper's losses; small-cpu: small with the CVT loss "
-                   "at a quarter weight, ahead sooner at CPU-scale lengths; paper: Table 4.1)")
-    g = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--preset", choices=tuple(PRESETS), help="small (the default: minutes on "
+                   "a CPU, the paper's losses), small-cpu (small with the CVT loss at a quarter "
+                   "weight, ahead sooner at CPU-scale lengths) or paper (Table 4.1)")
+    g = p.add_mutually_exclusive_group()
     g.add_argument("--steps", type=int, help="labeled minibatches (each followed by an "
-                   "unlabeled one under CVT)")
+                   "unlabeled one under CVT); give --steps or --epochs (or train.steps, "
+                   "train.epochs)")
     g.add_argument("--epochs", type=float, help="passes over the labeled training data")
-    p.add_argument("--no-cvt", action="store_true", help="supervised baseline")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-cvt", action="store_true", help="supervised baseline (train.cvt)")
+    p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--train-sentences", type=int, help="a fixed random subset of N labeled "
                    "training sentences per task")
     p.add_argument("--word-vectors", help="GloVe/word2vec text file to initialise word "
                    "embeddings (default: random)")
-    add_settings_flags(p, ("cvt",), "cvt.lstm1=512")
-    p.add_argument("--save-every", type=int, default=500, help="steps between checkpoints")
+    add_settings_flags(p, SECTIONS, "train.steps=2000", preset=True)
+    p.add_argument("--save-every", type=int, help="steps between checkpoints (default 500)")
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
     add_device_flag(p)
     add_precision_flags(p)

@@ -116,6 +116,29 @@ PRESETS: dict[str, CVTConfig] = {
 }
 
 
+@dataclass
+class CVTTrainConfig:
+    """`electra cvt`'s `train` section: how long a run trains, and how (`--set train.KEY=V`)."""
+
+    steps: int | None = None  # labeled minibatches, each followed by unlabeled ones under CVT
+    epochs: float | None = None  # or passes over the labeled training data
+    cvt: bool = True  # False: the supervised baseline (--no-cvt)
+    seed: int = 0
+    train_sentences: int | None = None  # a fixed random subset of N labeled sentences per task
+    max_unlabeled: int = 200_000  # the first N unlabeled sentences
+    save_every: int = 500  # steps between checkpoints
+    precision: str = "auto"  # electra.precision
+
+    def validate(self) -> None:
+        if (self.steps is None) == (self.epochs is None):
+            raise ElectraError("give exactly one of --steps and --epochs (train.steps, "
+                               "train.epochs)")
+
+
+# What a resumed run may change: how long it trains, how often it saves, its precision.
+RESUMABLE_CHANGES = ("steps", "epochs", "save_every", "precision")
+
+
 def make_config(preset: str = "small", overrides: dict[str, Any] | None = None) -> CVTConfig:
     """A copy of `preset` with `overrides` merged in (typed; an unknown key is an error)."""
     if preset not in PRESETS:

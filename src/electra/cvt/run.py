@@ -3,6 +3,7 @@ evaluate a saved model on a dev/test split, predict a file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 import torch
 
-from electra.cvt.config import make_config
+from electra.cvt.config import RESUMABLE_CHANGES, CVTConfig, CVTTrainConfig, make_config
 from electra.cvt.model import CVTModel, load_model_dir
 from electra.cvt.tasks import CVTTask
 from electra.cvt.train import RunData, predict, train
@@ -28,7 +29,13 @@ from electra.cvt.vocab import (
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.precision import device_and_precision
-from electra.settings import write_settings
+from electra.settings import (
+    RUN_FILE,
+    SETTINGS_FILE,
+    Sources,
+    write_run_record,
+    write_settings,
+)
 
 
 def data_dirs(tasks: Sequence[str], data: Sequence[str]) -> dict[str, Path]:
@@ -60,32 +67,60 @@ def subset(sents: list, n: int | None) -> list:
     return [sents[i] for i in idx]
 
 
-@dataclass
-class TrainSettings:
+@dataclass(kw_only=True)
+class TrainSettings(CVTTrainConfig):
+    """A CVT run: the `train` section's values (CVTTrainConfig's fields), the `cvt` section
+    (`config`; None: the preset's) and what is not a setting, the data and where it goes."""
+
     tasks: list[str]
     data: list[str]
     out: str
     preset: str = "small"
-    overrides: dict[str, Any] = field(default_factory=dict)
+    config: CVTConfig | None = None
     unlabeled: list[str] = field(default_factory=list)
-    max_unlabeled: int = 200_000
     text_field: str = "text"
-    steps: int | None = None
-    epochs: float | None = None
-    cvt: bool = True
-    seed: int = 0
-    train_sentences: int | None = None
     word_vectors: str | None = None
     resume: bool = False
-    save_every: int = 500
     device: str = "auto"  # auto: CUDA where there is one
-    precision: str = "auto"  # electra.precision
+    sources: Sources | None = None  # where each setting came from (electra.settings.resolve)
+
+    def train_section(self) -> CVTTrainConfig:
+        return CVTTrainConfig(**{f.name: getattr(self, f.name)
+                                 for f in dataclasses.fields(CVTTrainConfig)})
+
+    def run_record(self) -> dict[str, Any]:
+        """OUT/run.json: what the run reads that is not a setting."""
+        return {"tasks": self.tasks, "data": self.data, "unlabeled": self.unlabeled,
+                "text_field": self.text_field, "word_vectors": self.word_vectors,
+                "settings": SETTINGS_FILE,
+                "sources": self.sources.to_json() if self.sources is not None else None}
+
+
+def _check_resumable(out: Path, s: TrainSettings, settings: dict[str, Any]) -> None:
+    """A resumed run must read the same data with the same settings, but for
+    RESUMABLE_CHANGES."""
+    try:
+        saved = json.loads((out / SETTINGS_FILE).read_text())
+        record = json.loads((out / RUN_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        raise ElectraError(f"{out}: unreadable {SETTINGS_FILE} or {RUN_FILE}; cannot resume"
+                           ) from None
+
+    def fixed(values: dict[str, Any]) -> dict[str, Any]:
+        return {**values, "train": {k: v for k, v in values.get("train", {}).items()
+                                    if k not in RESUMABLE_CHANGES}}
+
+    ours = json.loads(json.dumps(settings))
+    if fixed(saved) != fixed(ours) or {k: v for k, v in record.items() if k != "sources"} != {
+            k: v for k, v in json.loads(json.dumps(s.run_record())).items() if k != "sources"}:
+        raise ElectraError(f"{out / SETTINGS_FILE}: --resume with different settings or data "
+                           "than the run being resumed")
 
 
 def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
-    if (s.steps is None) == (s.epochs is None):
-        raise ElectraError("give exactly one of --steps and --epochs")
-    cfg = make_config(s.preset, s.overrides)
+    s.train_section().validate()
+    cfg = s.config if s.config is not None else make_config(s.preset)
+    cfg.validate()
     device, precision = device_and_precision(s.device, s.precision)
     dirs = data_dirs(s.tasks, s.data)
     tasks = [CVTTask(name) for name in s.tasks]
@@ -101,17 +136,12 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
         raise ElectraError("CVT needs unlabeled sentences: --unlabeled gave none"
                            if s.unlabeled else "CVT needs --unlabeled CORPUS (or --no-cvt)")
     out = Path(s.out)
-    run_file = out / "run.json"
-    # What may change on --resume: how long to train, how often to save, on what device and
-    # in which precision.
-    settings = {k: v for k, v in s.__dict__.items()
-                if k not in ("resume", "steps", "epochs", "save_every", "device", "precision")}
-    fresh = not (s.resume and run_file.exists())
+    settings = {"preset": s.preset, "cvt": cfg.to_dict(),
+                "train": dataclasses.asdict(s.train_section())}
+    fresh = not (s.resume and (out / RUN_FILE).exists())
     vectors = None
     if not fresh:
-        if json.loads(run_file.read_text()) != json.loads(json.dumps(settings)):
-            raise ElectraError(f"{run_file}: --resume with different settings than the run "
-                               "being resumed")
+        _check_resumable(out, s, settings)
         vocab = Vocab.from_json(json.loads((out / "vocab.json").read_text()))
     else:
         vectors = read_word_vectors(s.word_vectors, cfg.max_vocab) if s.word_vectors else None
@@ -120,9 +150,9 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
         vocab = build_vocab([x.words for v in train_sets.values() for x in v], unlabeled,
                             cfg.max_vocab, vectors[0] if vectors else ())
         out.mkdir(parents=True, exist_ok=True)
-        run_file.write_text(json.dumps(settings, indent=2) + "\n")
-        write_settings(out, {"cvt": cfg})
+        write_run_record(out, s.run_record())
         (out / "vocab.json").write_text(json.dumps(vocab.to_json()) + "\n")
+    write_settings(out, settings)  # a resume may have changed how long it trains
     torch.manual_seed(s.seed)
     model = CVTModel(cfg, vocab, tasks)
     found = 0

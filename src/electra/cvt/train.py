@@ -12,7 +12,6 @@ average of the weights (0.998) is what is evaluated and saved.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import sys
@@ -34,11 +33,11 @@ from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
 from electra.device import to_device
 from electra.errors import ElectraError
-from electra.fileutil import write_atomic
 from electra.precision import autocast, make_scaler
 from electra.runtime import checkpoint as ckpt
 from electra.runtime.metrics_log import MetricsLogger
 from electra.runtime.skeleton import StepLoop, Update
+from electra.settings import RUN_FILE, SETTINGS_FILE
 
 LOG_EVERY = 25  # steps between lines of OUT/metrics.jsonl
 
@@ -186,15 +185,16 @@ def _labeled_batch(task: CVTTask, sents: list[Sentence], vocab: Vocab, cfg: CVTC
 
 def _save_checkpoint(out: Path, step: int, model, update: Update, ema: EMA,
                      samplers: dict[str, Sampler], state: dict[str, Any]) -> None:
-    tmp = ckpt.begin(out, step)
-    ckpt.write_main(tmp, model, update.optimizer, update.scheduler, step, untied=True,
-                    scaler=update.scaler)  # untied: cuDNN LSTMs
-    ckpt.write_rng(tmp, 0)
-    save_file({k: v.cpu().contiguous() for k, v in ema.shadow.items()},
-              str(tmp / "ema.safetensors"))
-    torch.save({"samplers": {k: s.state_dict() for k, s in samplers.items()},
-                "ema_updates": ema.updates, **state}, tmp / "cvt_state.pt")
-    ckpt.commit(tmp, out, step, {"kind": "cvt"}, keep=2)
+    def write(tmp: Path) -> None:
+        ckpt.write_main(tmp, model, update.optimizer, update.scheduler, step, untied=True,
+                        scaler=update.scaler)  # untied: cuDNN LSTMs
+        save_file({k: v.cpu().contiguous() for k, v in ema.shadow.items()},
+                  str(tmp / "ema.safetensors"))
+        torch.save({"samplers": {k: s.state_dict() for k, s in samplers.items()},
+                    "ema_updates": ema.updates, **state}, tmp / "cvt_state.pt")
+
+    ckpt.save(out, step, write, {"kind": "cvt", "settings": SETTINGS_FILE, "run": RUN_FILE},
+              keep=2)
 
 
 def supervised_task_index(sizes: list[int], seed: int, step: int) -> int:
@@ -214,9 +214,9 @@ def unlabeled_minibatches(ratio: float, step: int) -> int:
 def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
           seed: int, resume: bool = False, save_every: int = 0, progress: bool | None = None,
           model: CVTModel | None = None, precision: str = "fp32") -> dict[str, Any]:
-    """Train, save OUT/model (EMA weights), score dev, write dev predictions and
-    OUT/results.json; returns the results. `precision`: a resolved one (`electra.precision`),
-    for the training steps' autocast (and fp16's loss scaling)."""
+    """Train, save OUT/model (EMA weights), score dev, write dev predictions; returns the
+    results (`run_train` writes them to OUT/results.json). `precision`: a resolved one
+    (`electra.precision`), for the training steps' autocast (and fp16's loss scaling)."""
     if cvt and not data.unlabeled:
         raise ElectraError("CVT needs unlabeled sentences (--unlabeled), or pass --no-cvt")
     out.mkdir(parents=True, exist_ok=True)
@@ -312,5 +312,4 @@ def finish(model: CVTModel, ema: EMA, data: RunData, vocab: Vocab, out: Path,
         path = task.write(out / f"{task.name}_dev_predictions{task.suffix}",
                           data.dev[task.name], preds)
         results["predictions"][task.name] = str(path)
-    write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results

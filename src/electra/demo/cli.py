@@ -6,6 +6,7 @@ from __future__ import annotations
 from electra.cli_support import add_device_flag, add_precision_flags
 from electra.config import DEMO_PRESETS
 from electra.errors import ElectraError
+from electra.settings import CLEAR, add_settings_flags
 
 
 def add_parsers(sub) -> None:
@@ -23,12 +24,12 @@ def _add_demo(sub) -> None:
                    "included, ends within this (default 10m): pre-training gets what set-up "
                    "leaves, less what the evaluation and the check need; the summary says how "
                    "many steps that bought")
-    p.add_argument("--steps", type=int, default=None, help="pre-train exactly this many steps "
-                   "instead of a budget")
-    p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--preset", choices=DEMO_PRESETS, default="tiny-local",
+    p.add_argument("--steps", type=int, help="pre-train exactly this many steps instead of a "
+                   "budget")
+    p.add_argument("--vocab-size", type=int, help="default 8192")
+    p.add_argument("--batch-size", type=int, help="default 32")
+    p.add_argument("--seed", type=int, help="default 1")
+    p.add_argument("--preset", choices=DEMO_PRESETS,
                    help="tiny-local (default: learns context within the demo's budget; its "
                         "ALiBi bias makes its exports transformers remote code) or tiny (the "
                         "plain architecture, transformers' own ELECTRA classes; "
@@ -36,7 +37,7 @@ def _add_demo(sub) -> None:
     add_precision_flags(p)
     add_device_flag(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
-    p.add_argument("--check-task", choices=("chunk", "SST-2"), default="chunk",
+    p.add_argument("--check-task", choices=("chunk", "SST-2"),
                    help="the downstream check: the pre-trained discriminator and random weights "
                    "of its shape, fine-tuned with 3 seeds each. chunk (default): CoNLL-2000 "
                    "chunking, 2,000 sentences, 3 epochs, F1 on its test set; SST-2: 10,000 "
@@ -47,20 +48,31 @@ def _add_demo(sub) -> None:
                    "SST-2; default: $ELECTRA_CHECK_DATA, or ../shared/data/conll2000 (or glue) "
                    "beside this checkout")
     p.add_argument("--no-check", action="store_true", help="skip the downstream check")
+    add_settings_flags(p, ("demo", "check"), "check.seeds=5")
     p.set_defaults(func=_run_demo)
 
 
 def _run_demo(args) -> None:
+    import dataclasses
+
     from electra.demo.check import CHECKS
-    from electra.demo.run import run_demo
+    from electra.demo.run import DemoSettings, run_demo
     from electra.pretrain.budget import parse_duration
+    from electra.settings import resolve
 
     if args.steps is not None and args.budget:
         raise ElectraError("--steps and --budget together: give one")
-    run_demo(corpus=args.corpus, out_dir=args.out, steps=args.steps,
-             vocab_size=args.vocab_size, batch_size=args.batch_size, seed=args.seed,
-             overwrite=args.overwrite, preset=args.preset, precision=args.precision or "auto",
-             check=not args.no_check, check_data=args.check_data,
-             check_settings=CHECKS[args.check_task],
-             budget_seconds=parse_duration(args.budget) if args.budget else None,
-             device=args.device)
+    demo = DemoSettings()
+    check = dataclasses.replace(CHECKS[args.check_task or "chunk"])
+    flags = {"demo": {"preset": args.preset, "steps": args.steps,
+                      "budget_seconds": parse_duration(args.budget) if args.budget else None,
+                      "vocab_size": args.vocab_size, "batch_size": args.batch_size,
+                      "seed": args.seed, "precision": args.precision}}
+    if args.steps is not None or args.budget:  # one length: a --config's other one no longer
+        flags["demo"]["budget_seconds" if args.steps is not None else "steps"] = CLEAR  # applies
+    resolve({"demo": demo, "check": check}, args.config, flags, args.set)
+    run_demo(corpus=args.corpus, out_dir=args.out, steps=demo.steps,
+             vocab_size=demo.vocab_size, batch_size=demo.batch_size, seed=demo.seed,
+             overwrite=args.overwrite, preset=demo.preset, precision=demo.precision,
+             check=not args.no_check, check_data=args.check_data, check_settings=check,
+             budget_seconds=demo.budget_seconds, device=args.device)

@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from electra.pretrain.evaluate import evaluate_objective
 from electra.pretrain.loop import pretrain, special_ids_for
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import METRICS, is_heldout
+from electra.settings import write_settings
 
 # The whole demo, set-up and downstream check included, ends within this budget on any
 # machine: pre-training gets what set-up leaves, less what follows it (the held-out
@@ -67,6 +69,20 @@ def _data_is_current(data_dir: Path, corpus: list[str], vocab_dir: Path) -> bool
             and m.get("seq_len") == SEQ_LEN)
 
 
+@dataclass
+class DemoSettings:
+    """`electra demo`'s `demo` section (`--config`, `--set demo.KEY=VALUE`); the `check`
+    section is `CheckSettings`."""
+
+    preset: str = "tiny-local"
+    steps: int | None = None  # a fixed-length pre-training instead of the budget
+    budget_seconds: float | None = None  # the whole demo's; None: DEFAULT_BUDGET_SECONDS
+    vocab_size: int = 8192
+    batch_size: int | None = None  # None: DEFAULT_BATCH
+    seed: int = 1
+    precision: str = "auto"
+
+
 def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
              steps: int | None = None, vocab_size: int = 8192, batch_size: int | None = None,
              seed: int = 1, overwrite: bool = False, preset: str = "tiny-local",
@@ -95,6 +111,9 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    write_settings(out, {"demo": DemoSettings(preset, steps, budget_seconds, vocab_size,
+                                              batch_size, seed, precision),
+                         "check": settings})
     if corpus:
         _stage(f"corpus: {', '.join(corpus)}")
     else:

@@ -107,14 +107,14 @@ def _finetune_settings(args, train: bool):
     """The run's `FinetuneSettings`: defaults, then (`finetune` only) --config, the flags
     given, then --set (`electra.settings`)."""
     from electra.finetune.loop import FinetuneSettings
-    from electra.settings import apply_flags, resolve
+    from electra.settings import resolve
 
     settings = FinetuneSettings()
     flags = {name: getattr(args, name) for name in ("eval_batch_size", "device",
                                                      "max_eval_examples", "max_seq_len")}
     flags["precision"] = args.precision
     if not train:
-        apply_flags({"finetune": settings}, {"finetune": flags})
+        resolve({"finetune": settings}, None, {"finetune": flags}, [])
         return settings
     flags.update({name: getattr(args, name) for name in (
         "seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",

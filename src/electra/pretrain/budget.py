@@ -15,7 +15,7 @@ schedule bends continuously to end at the new last step.
 
 Why a fixed step count rather than a schedule over elapsed time (as cramming does): the steps
 of a run, its checkpoints, probes and FLOPs stay step-indexed, so the plan is recorded
-(config.json, the checkpoints) and a run can be repeated exactly with `--steps` and
+(run.json, the checkpoints) and a run can be repeated exactly with `--steps` and
 `--warmup-steps`; a schedule driven by the clock would give each run's learning rates from
 its own timing noise.
 

@@ -5,12 +5,12 @@ torch-free; see `electra.cli_support`)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import sys
 
 from electra.cli_support import add_device_flag, add_precision_flags, show_progress
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
 from electra.errors import EXIT_PREEMPTED, ElectraError
-from electra.settings import set_help
+from electra.settings import add_settings_flags
 
 PRESET_NAMES = tuple(PRESETS)
 SECTIONS = ("model", "objective", "train")  # --config / --set sections: PretrainConfig's
@@ -25,7 +25,8 @@ def _add_pretrain(sub) -> None:
     p = sub.add_parser("pretrain", help="pre-train an encoder (ELECTRA by default)",
                        description="Pre-train on prepared data with the chosen objective "
                        "(ELECTRA's replaced token detection by default). Writes "
-                       "OUT/config.json, OUT/metrics.jsonl, checkpoints under OUT/checkpoints "
+                       "OUT/settings.json (what --config reads back), OUT/run.json (data, start "
+                       "model, budget), OUT/metrics.jsonl, checkpoints under OUT/checkpoints "
                        "and, at the end, the objective's models under OUT/final/ (Hugging Face "
                        "format; ELECTRA: discriminator and generator). Run under `torchrun` "
                        "for several processes.", epilog=f"On SIGTERM or SIGUSR1 the current "
@@ -49,9 +50,6 @@ def _add_pretrain(sub) -> None:
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
     p.add_argument("--data", required=True, help="directory written by `electra prepare`")
     p.add_argument("--out", required=True)
-    p.add_argument("--config", metavar="FILE", help="JSON settings file: an object of "
-                   "sections (model, objective, train) and optionally the preset, the shape of "
-                   "OUT/config.json's `config`; flags and --set override it")
     p.add_argument("--steps", type=int, help="optimizer steps (default: the preset's); or "
                    "give a budget instead")
     p.add_argument("--budget", metavar="DURATION", help="train for this long, set-up to "
@@ -82,8 +80,7 @@ def _add_pretrain(sub) -> None:
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
                         "default: 4 per run, 0: none; needs a held-out split)")
     p.add_argument("--save-every", type=int)
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help=set_help(SECTIONS, "objective.disc_weight=50"))
+    add_settings_flags(p, SECTIONS, "objective.disc_weight=50", preset=True)
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
@@ -92,76 +89,80 @@ def _add_pretrain(sub) -> None:
     p.set_defaults(func=_run_pretrain)
 
 
+# Flags that set a field of another name, for messages that name the flag.
+FLAG_NAMES = {"train.learning_rate": "--lr", "objective.name": "--objective",
+              "train.budget_seconds": "--budget", "train.budget_flops": "--budget-flops"}
+
+
+def resolve_pretrain_settings(args, preset: str | None):
+    """The run's configuration on `preset` (default tiny) and where each value came from
+    (`electra.settings`: preset, --config, flags, --set)."""
+    from electra.config import PretrainConfig
+    from electra.settings import CLEAR, Sources, apply_preset, config_preset, resolve
+
+    named = args.preset or config_preset(args.config)
+    cfg = PretrainConfig.from_preset(named or preset or "tiny")
+    sections = {"model": cfg.model, "objective": cfg.objective, "train": cfg.train}
+    sources = Sources()
+    if named:
+        apply_preset(sections, sources, f"--preset {named}" if args.preset
+                     else f"{args.config}: preset")
+    train: dict = {"steps": args.steps, "batch_size": args.batch_size,
+                   "grad_accum": args.grad_accum, "learning_rate": args.lr,
+                   "warmup_steps": args.warmup_steps, "seed": args.seed,
+                   "log_every": args.log_every, "save_every": args.save_every,
+                   "eval_every": args.eval_every, "precision": args.precision,
+                   "skip_nonfinite": args.skip_nonfinite or None,
+                   "compile": args.compile or None, "compile_step": args.compile_step or None}
+    if args.budget:  # one budget: a --config's other budget or steps no longer apply
+        from electra.pretrain.budget import parse_duration
+
+        train.update(budget_seconds=parse_duration(args.budget), budget_flops=CLEAR)
+    elif args.budget_flops:
+        from electra.pretrain.budget import parse_flops
+
+        train.update(budget_flops=parse_flops(args.budget_flops), budget_seconds=CLEAR)
+    elif args.steps is not None:
+        train.update(budget_seconds=CLEAR, budget_flops=CLEAR)
+    resolve(sections, args.config, {"train": train, "objective": {"name": args.objective}},
+            args.set, sources, preset=True, flag_names=FLAG_NAMES)
+    return cfg, sources
+
+
 def build_pretrain_config(args):
-    """The run's configuration and, with --init-from, its starting point (else None)."""
-    from electra.config import PretrainConfig, merge
-    from electra.settings import apply_sets
-
-    source = None
-    preset = args.preset or "tiny"
-    if args.init_from:
-        from electra.presets import infer_preset
-        from electra.pretrain.init_from import find_source
-
-        objective = args.objective or _set_value(args.set, "objective.name") or "electra"
-        source = find_source(args.init_from, args.init_generator, objective)
-        preset = args.preset or infer_preset(source.main_config)
-    elif args.init_generator:
+    """The run's configuration, where each value came from, and, with --init-from, its
+    starting point (else None)."""
+    if args.init_generator and not args.init_from:
         raise ElectraError("--init-generator needs --init-from")
     if args.steps is not None and (args.budget or args.budget_flops):
         raise ElectraError("--steps and a budget (--budget, --budget-flops) together: give one")
     if args.budget and args.budget_flops:
         raise ElectraError("--budget and --budget-flops together: give one")
-    cfg = PretrainConfig.load(args.config) if args.config else PretrainConfig.from_preset(
-        preset)
-    if args.budget:
-        from electra.pretrain.budget import parse_duration
+    cfg, sources = resolve_pretrain_settings(args, None)
+    source = None
+    if args.init_from:
+        from electra.presets import infer_preset
+        from electra.pretrain.init_from import adopt_checkpoint, find_source
 
-        cfg.train.budget_seconds, cfg.train.budget_flops = parse_duration(args.budget), None
-    elif args.budget_flops:
-        from electra.pretrain.budget import parse_flops
-
-        cfg.train.budget_flops, cfg.train.budget_seconds = parse_flops(args.budget_flops), None
-    elif args.steps is not None:  # steps given: a budget from --config no longer applies
-        cfg.train.budget_seconds = cfg.train.budget_flops = None
-    flags = {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
-             "learning_rate": args.lr, "warmup_steps": args.warmup_steps, "seed": args.seed,
-             "log_every": args.log_every, "save_every": args.save_every,
-             "eval_every": args.eval_every}
-    merge(cfg.train, {k: v for k, v in flags.items() if v is not None}, where="flags")
-    if args.objective:
-        cfg.objective.name = args.objective
-    if args.precision:
-        cfg.train.precision = args.precision
-    if args.skip_nonfinite:
-        cfg.train.skip_nonfinite = True
-    if args.compile:
-        cfg.train.compile = True
-    if args.compile_step:
-        cfg.train.compile_step = True
-    apply_sets({"model": cfg.model, "objective": cfg.objective, "train": cfg.train}, args.set)
-    if source is not None:
-        from electra.pretrain.init_from import adopt_checkpoint, explicit_model_fields
-
-        config_file = json.loads(Path(args.config).read_text()) if args.config else None
-        adopt_checkpoint(cfg, source, explicit_model_fields(args.preset, config_file, args.set))
+        source = find_source(args.init_from, args.init_generator, cfg.objective.name)
+        if sources.of("model.hidden_size").kind != "preset":  # no preset named: the checkpoint's
+            cfg, sources = resolve_pretrain_settings(args, infer_preset(source.main_config))
+        adopt_checkpoint(cfg, source, sources)
+    elif sources.of("model.hidden_size").kind != "preset":
+        print("note: no --preset: training `tiny`, the paper's architecture at a CPU size, which "
+              "learns no context at small budgets; --preset tiny-local does "
+              "(docs/pretraining.md, presets)", file=sys.stderr)
     cfg.validate()
-    return cfg, source
-
-
-def _set_value(items: list[str], key: str) -> str | None:
-    """The value a `--set KEY=VALUE` gives KEY (the last one), if any."""
-    values = [item.partition("=")[2] for item in items if item.partition("=")[0] == key]
-    return values[-1] if values else None
+    return cfg, sources, source
 
 
 def _run_pretrain(args) -> None:
     from electra.pretrain.loop import pretrain
 
-    cfg, source = build_pretrain_config(args)
+    cfg, sources, source = build_pretrain_config(args)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
                        show_progress=not args.quiet and show_progress(),
-                       tensorboard=args.tensorboard, init=source)
+                       tensorboard=args.tensorboard, init=source, sources=sources)
     if summary.get("final"):
         print(json.dumps(summary, indent=2))
 
@@ -171,39 +172,35 @@ def _add_flops(sub) -> None:
                        description="Print one JSON object with train_flops, infer_flops (one "
                        "example of length S) and params, counted by the rules of the "
                        "dissertation's section 5.2.2 and the official implementation, with the "
-                       "objective's own accounting (the count `electra pretrain` logs).")
-    p.add_argument("--preset", default="small", choices=PRESET_NAMES)
-    p.add_argument("--objective", default="electra", choices=OBJECTIVE_NAMES)
-    p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1)")
+                       "objective's own accounting (the count `electra pretrain` logs). "
+                       "`--config OUT/settings.json` counts a run's configuration.")
+    p.add_argument("--preset", choices=PRESET_NAMES, help="default small")
+    p.add_argument("--objective", choices=OBJECTIVE_NAMES, help="default electra")
+    p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1; BERT's step "
+                   "count for mlm)")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--seq-len", type=int, help="default: the preset's")
+    p.add_argument("--vocab-size", type=int, help="default 30522 (BERT's)")
     p.add_argument("--generator-multiplier", type=float,
                    help="generator width / model width (default: the preset's)")
     p.add_argument("--generator", choices=GENERATOR_KINDS,
                    help="generator kind (default: mlm)")
-    p.add_argument("--set", action="append", default=[], metavar="objective.KEY=VALUE",
-                   help="any objective config field, e.g. --set objective.generator_layers=6")
+    add_settings_flags(p, SECTIONS, "objective.generator_layers=6", preset=True)
     p.set_defaults(func=_run_flops)
 
 
 def _run_flops(args) -> None:
-    from electra.pretrain.flops_report import main_flops
+    from electra.config import PretrainConfig
+    from electra.pretrain.flops_report import flops_report
+    from electra.settings import Sources, config_preset, resolve
 
-    overrides: dict = {}
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        section, dot, field = key.partition(".")
-        if not sep or section != "objective" or not dot:
-            raise ElectraError(f"--set {item!r}: expected objective.KEY=VALUE")
-        try:
-            overrides[field] = json.loads(raw)
-        except json.JSONDecodeError:
-            overrides[field] = raw
-    if args.generator_multiplier is not None:
-        overrides["generator_multiplier"] = args.generator_multiplier
-    if args.generator is not None:
-        overrides["generator"] = args.generator
-    print(json.dumps(main_flops(args.preset, args.objective, args.steps, args.batch_size,
-                                args.seq_len, vocab_size=args.vocab_size,
-                                overrides=overrides)))
+    cfg = PretrainConfig.from_preset(args.preset or config_preset(args.config) or "small")
+    sources = resolve({"model": cfg.model, "objective": cfg.objective, "train": cfg.train},
+                      args.config,
+                      {"model": {"vocab_size": args.vocab_size},
+                       "objective": {"name": args.objective, "generator": args.generator,
+                                     "generator_multiplier": args.generator_multiplier},
+                       "train": {"steps": args.steps, "batch_size": args.batch_size}},
+                      args.set, Sources(), preset=True, flag_names=FLAG_NAMES)
+    steps = cfg.train.steps if sources.of("train.steps").kind != "default" else None
+    print(json.dumps(flops_report(cfg, args.seq_len, steps)))

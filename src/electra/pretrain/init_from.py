@@ -26,6 +26,7 @@ from electra.model.modern_hf import is_modern_discriminator
 from electra.model.networks import Discriminator, Generator
 from electra.model_config import ModelConfig
 from electra.objectives import REGISTRY, objective_class
+from electra.settings import Sources
 
 # Model fields a checkpoint fixes (the others, dropout and the initialiser's range for fresh
 # heads, are training settings a run may change).
@@ -118,11 +119,12 @@ def find_source(init_dir: str | Path, generator_dir: str | Path | None,
 
 
 def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
-                     explicit: dict[str, str]) -> None:
+                     sources: Sources | None = None) -> None:
     """Take the model's architecture (and the generator's width) from the checkpoint, in place.
-    `explicit`: "model.FIELD" or "objective.FIELD" -> where the user asked for a value (a
-    preset named on the command line, --config, --set); a value that contradicts the
-    checkpoint is an error naming the field."""
+    `sources`: where each setting came from (`electra.settings.resolve`); a value the user
+    asked for (a preset named on the command line or in --config, --config, a flag, --set)
+    that contradicts the checkpoint is an error naming the field."""
+    explicit = asked_for(sources or Sources())
     ckpt = source.main_config
     for name in ARCHITECTURE_FIELDS:
         _agree(f"model.{name}", getattr(cfg.model, name), getattr(ckpt, name), explicit,
@@ -270,22 +272,14 @@ def _copy(module: torch.nn.Module, loaded: Discriminator | Generator | torch.nn.
                            f"{missing[:3]}, unexpected {unexpected[:3]})")
 
 
-def explicit_model_fields(preset: str | None, config_file: dict | None,
-                          sets: list[str]) -> dict[str, str]:
-    """Which fields the user asked for, and where: every architecture field of a preset named
-    on the command line, the model/objective keys of --config, each --set."""
-    from electra.presets import get_preset
-
-    explicit: dict[str, str] = {}
-    if preset is not None:
-        get_preset(preset)  # an unknown name is an error here too
-        explicit.update({f"model.{name}": f"--preset {preset}" for name in ARCHITECTURE_FIELDS
-                         if name != "vocab_size"})
-    for section in ("model", "objective"):
-        for key in (config_file or {}).get(section, {}) or {}:
-            explicit[f"{section}.{key}"] = "--config"
-    for item in sets:
-        key = item.partition("=")[0]
-        if key.startswith(("model.", "objective.")):
-            explicit[key] = f"--set {item}"
-    return explicit
+def asked_for(sources: Sources) -> dict[str, str]:
+    """"model.FIELD" or "objective.FIELD" -> where the user asked for its value: --config, a
+    flag, --set, and the architecture of a preset they named (its other values are defaults
+    a checkpoint may override)."""
+    asked = {key: where for key, where in sources.given().items()
+             if key.startswith(("model.", "objective."))}
+    for name in ARCHITECTURE_FIELDS:
+        source = sources.of(f"model.{name}")
+        if name != "vocab_size" and source.kind == "preset" and f"model.{name}" not in asked:
+            asked[f"model.{name}"] = source.where
+    return asked

@@ -8,7 +8,6 @@ do not depend on the hardware.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 import warnings
@@ -23,7 +22,6 @@ from electra.config import PretrainConfig, with_precision
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
-from electra.fileutil import write_atomic
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
 from electra.objectives import (
@@ -49,9 +47,17 @@ from electra.runtime.distributed import (
 from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
 from electra.runtime.optim import build_optimizer, build_scheduler, schedule_of
 from electra.runtime.skeleton import LogWindow, StepLoop, Update
+from electra.settings import (
+    RUN_FILE,
+    SETTINGS_FILE,
+    Sources,
+    holds_run,
+    read_run,
+    write_run_record,
+    write_settings,
+)
 from electra.tokenizer import load_tokenizer, special_token_ids
 
-RUN_CONFIG = "config.json"
 # A time-budgeted run's step count until its first steps are timed and its plan made.
 UNPLANNED_STEPS = 10**12
 
@@ -65,44 +71,40 @@ def special_ids_for(data_dir: Path) -> SpecialIds:
 def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, data_dir: Path,
                    resume: bool) -> None:
     """A new run needs an empty OUT; a resumed one needs the same model and vocabulary."""
-    saved_path = out / RUN_CONFIG
     if not resume:
-        if saved_path.exists():
+        if holds_run(out):
             raise ElectraError(f"{out} already holds a run; pass --resume to continue it or "
                                "choose another --out")
         return
-    if not saved_path.exists():
-        raise ElectraError(f"{out}: nothing to resume (no {RUN_CONFIG})")
-    try:
-        saved = json.loads(saved_path.read_text())
-        saved_model = saved["config"]["model"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
-        raise ElectraError(f"{saved_path}: unreadable run configuration; cannot resume") from None
-    if saved.get("vocab_checksum") != data.vocab_checksum:
+    if not holds_run(out):
+        raise ElectraError(f"{out}: nothing to resume (no {SETTINGS_FILE})")
+    settings, record = read_run(out)
+    if record.get("vocab_checksum") != data.vocab_checksum:
         raise ElectraError(f"{data_dir}: built with another vocabulary than the run in {out} "
                            "(vocab checksum differs)")
-    if saved_model != cfg.to_dict()["model"]:
+    if settings.get("model") != cfg.to_dict()["model"]:
         raise ElectraError(f"{out}: the model configuration differs from the run being resumed")
 
 
 def saved_precision(out: Path) -> str | None:
-    """The precision recorded in OUT/config.json (a run written before `train.precision`
+    """The precision a run in OUT trained in (a run written before `train.precision`
     recorded `train.bf16`), or None."""
     try:
-        train = json.loads((out / RUN_CONFIG).read_text())["config"]["train"]
-        precision = with_precision(train).get("precision")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        precision = with_precision(read_run(out)[0]["train"]).get("precision")
+    except (ElectraError, KeyError, TypeError, AttributeError):
         return None
     return precision if precision != "auto" else None
 
 
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool = False, device: str = "auto", show_progress: bool = True,
-             tensorboard: bool = False, init: InitSource | None = None) -> dict[str, Any]:
+             tensorboard: bool = False, init: InitSource | None = None,
+             sources: Sources | None = None) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
     `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/.
     `init`: start from these weights (`electra.pretrain.init_from`; `cfg.model` must already be
-    the checkpoint's, see `adopt_checkpoint`) instead of random ones.
+    the checkpoint's, see `adopt_checkpoint`) instead of random ones. `sources`: where each
+    setting came from (`electra.settings.resolve`), for OUT/run.json.
 
     On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
     raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly.
@@ -125,7 +127,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
         tc.precision = "fp32"  # what the compiled step takes where bf16 is not native
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         tensorboard, init, started)
+                         tensorboard, init, started, sources)
     finally:
         cleanup(info)
 
@@ -148,6 +150,7 @@ class _Run:
     latest: Path | None
     step_flops: int
     init: InitSource | None = None
+    sources: Sources | None = None
     whole_step: WholeStep | None = None  # train.compile_step
     overflows: int = 0  # fp16 updates skipped for an overflow, before this process
     budget: TimeBudget | None = None  # train.budget_seconds
@@ -156,8 +159,9 @@ class _Run:
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
               show_progress: bool, tensorboard: bool = False,
-              init: InitSource | None = None, started: float | None = None) -> dict[str, Any]:
-    run = _set_up(cfg, data_dir, out, resume, info, init, started)
+              init: InitSource | None = None, started: float | None = None,
+              sources: Sources | None = None) -> dict[str, Any]:
+    run = _set_up(cfg, data_dir, out, resume, info, init, started, sources)
     summary = _train_steps(run, show_progress, tensorboard)
     if run.budget is not None:
         with run.budget.phase("export"):
@@ -168,7 +172,7 @@ def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info
     if cfg.train.budgeted:
         summary["budget"] = _budget_report(run, summary)
         if info.is_main:
-            _write_run_config(run, {"budget": summary["budget"]})
+            _write_run_record(run, {"budget": summary["budget"]})
     return summary
 
 
@@ -189,10 +193,11 @@ def _budget_report(run: _Run, summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-            init: InitSource | None = None, started: float | None = None) -> _Run:
+            init: InitSource | None = None, started: float | None = None,
+            sources: Sources | None = None) -> _Run:
     """Check data, config and OUT; build the objective (from `init`'s weights when given) and
-    its optimizer; restore a checkpoint when resuming; write OUT/config.json (only once nothing
-    can be refused any more)."""
+    its optimizer; restore a checkpoint when resuming; write OUT/settings.json and OUT/run.json
+    (only once nothing can be refused any more)."""
     data = PretrainingDataset(data_dir)
     cfg.model.vocab_size = data.vocab_size
     cfg.model.pad_token_id = data.pad_id  # config.json's pad_token_id: the tokenizer's
@@ -210,6 +215,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
                            f"grad_accum = {per_step}")
     _check_run_dir(out, cfg, data, data_dir, resume)
+    settings = cfg.to_dict()  # as asked: a budget's plan is the run's, in run.json
 
     torch.manual_seed(tc.seed)  # identical initial weights on every rank
     context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
@@ -276,7 +282,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     barrier(info)  # every rank checks OUT before rank 0 writes into it
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        _write_run_config_file(out, cfg, data_dir, data.vocab_checksum, init)
+        write_settings(out, settings)
         for note in init.notes if init is not None else ():
             print(f"note: {note}", file=sys.stderr)
 
@@ -296,8 +302,10 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         whole_step = WholeStep(objective, optimizer, tc.max_grad_norm, tc.precision,
                                _window_values, compile=True, device=info.device)
     run = _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
-               skipped, latest, step_flops, init, whole_step, overflows, budget,
+               skipped, latest, step_flops, init, sources, whole_step, overflows, budget,
                planned is not False)
+    if info.is_main:
+        _write_run_record(run)
     if budget is not None:
         budget.phases["set_up"] = budget.phases.get("set_up", 0.0) + (
             time.perf_counter() - budget.started)
@@ -439,7 +447,7 @@ def _follow_budget(run: _Run, loop: StepLoop, probe: HeldoutProbe | None) -> Non
     budget.record_plan(step, total, warmup, why)
     run.planned = True
     if info.is_main:
-        _write_run_config(run)
+        _write_run_record(run)
 
 
 def _on_all_ranks(flag: bool, info: DistInfo) -> bool:
@@ -457,19 +465,17 @@ def _smallest_over_ranks(value: int, info: DistInfo) -> int:
     return -int(all_reduce_max(torch.tensor([-value], device=info.device), info).item())
 
 
-def _write_run_config_file(out: Path, cfg: PretrainConfig, data_dir: Path, vocab_checksum: str,
-                           init: InitSource | None, extra: dict | None = None) -> None:
-    write_atomic(out / RUN_CONFIG, json.dumps(
-        {"config": cfg.to_dict(), "data": str(data_dir), "vocab_checksum": vocab_checksum,
-         "init": init.describe() if init is not None else None, **(extra or {})},
-        indent=2) + "\n")
-
-
-def _write_run_config(run: _Run, extra: dict | None = None) -> None:
-    """OUT/config.json again: a budget's plan (train.steps, warmup_steps) and, at the end, what
-    it bought."""
-    _write_run_config_file(run.out, run.cfg, run.data_dir, run.data.vocab_checksum, run.init,
-                           extra)
+def _write_run_record(run: _Run, extra: dict | None = None) -> None:
+    """OUT/run.json: the data, its vocabulary, the start model, where each setting came from,
+    a budget's plan (`plan`: the steps and warm-up it fixed) and, at the end, what it bought."""
+    tc = run.cfg.train
+    record = {"data": str(run.data_dir), "vocab_checksum": run.data.vocab_checksum,
+              "init": run.init.describe() if run.init is not None else None,
+              "settings": SETTINGS_FILE,
+              "sources": run.sources.to_json() if run.sources is not None else None}
+    if tc.budgeted and run.planned:
+        record["plan"] = {"steps": tc.steps, "warmup_steps": tc.warmup_steps}
+    write_run_record(run.out, {**record, **(extra or {})})
 
 
 def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> bool | torch.Tensor:
@@ -553,20 +559,12 @@ def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
 
 def _save_checkpoint(out, objective, update: Update, step, cfg, data, info,
                      counts: dict[str, int]) -> Path:
-    """Write the checkpoint of `step` on every rank together; return its final path.
-    `counts`: the skipped steps so far, for the metrics of a resumed run."""
-    tmp = checkpoint.begin(out, step) if info.is_main else None
-    barrier(info)
-    if tmp is None:
-        tmp = checkpoint.checkpoint_root(out) / f".step_{step:08d}.tmp"
-    checkpoint.write_rng(tmp, info.rank)
-    barrier(info)
-    if info.is_main:
-        checkpoint.write_main(tmp, objective, update.optimizer, update.scheduler, step,
-                              scaler=update.scaler)
-        checkpoint.commit(tmp, out, step, {"config": cfg.to_dict(),
-                                           "vocab_checksum": data.vocab_checksum,
-                                           "world_size": info.world_size, **counts},
-                          keep=cfg.train.keep_checkpoints)
-    barrier(info)
-    return checkpoint.checkpoint_root(out) / f"step_{step:08d}"
+    """Write the checkpoint of `step` on every rank together; return its final path. Its meta
+    points to the run's settings and record (OUT/settings.json, OUT/run.json). `counts`: the
+    skipped steps so far, for the metrics of a resumed run."""
+    return checkpoint.save(
+        out, step, lambda tmp: checkpoint.write_main(tmp, objective, update.optimizer,
+                                                     update.scheduler, step,
+                                                     scaler=update.scaler),
+        {"settings": SETTINGS_FILE, "run": RUN_FILE, "vocab_checksum": data.vocab_checksum,
+         "world_size": info.world_size, **counts}, keep=cfg.train.keep_checkpoints, info=info)

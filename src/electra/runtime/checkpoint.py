@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from torch import nn
 from electra.device import mps_available
 from electra.errors import ElectraError
 from electra.fileutil import install_dir, sha256_file, write_atomic
+from electra.runtime.distributed import DistInfo, barrier
 
 LATEST = "latest"
 META = "meta.json"
@@ -48,11 +50,40 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.mps.set_rng_state(state["mps"])
 
 
+def step_dir(out_dir: Path, step: int) -> Path:
+    """Where the checkpoint of `step` lies once complete."""
+    return checkpoint_root(out_dir) / f"step_{step:08d}"
+
+
+def _temporary_dir(out_dir: Path, step: int) -> Path:
+    return checkpoint_root(out_dir) / f".step_{step:08d}.tmp"
+
+
+def save(out_dir: Path, step: int, write: Callable[[Path], None], meta: dict[str, Any],
+         keep: int, info: DistInfo | None = None) -> Path:
+    """The one checkpoint writer of every loop: each process's RNG state, then the main
+    process's own files (`write(tmp)`: weights, optimizer, whatever the loop resumes from),
+    sealed and moved into place (`commit`). Under torchrun every process calls it and all
+    return together, once the checkpoint is complete. Returns its final path."""
+    main = info is None or info.is_main
+    tmp = begin(out_dir, step) if main else _temporary_dir(out_dir, step)
+    if info is not None:
+        barrier(info)  # the directory exists before any other process writes into it
+    write_rng(tmp, info.rank if info is not None else 0)
+    if info is not None:
+        barrier(info)
+    if main:
+        write(tmp)
+        commit(tmp, out_dir, step, meta, keep)
+    if info is not None:
+        barrier(info)
+    return step_dir(out_dir, step)
+
+
 def begin(out_dir: Path, step: int) -> Path:
     """Create the temporary directory a checkpoint is written into (rank 0)."""
-    root = checkpoint_root(out_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".step_{step:08d}.tmp"
+    checkpoint_root(out_dir).mkdir(parents=True, exist_ok=True)
+    tmp = _temporary_dir(out_dir, step)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     return tmp
@@ -89,7 +120,7 @@ def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int)
     (tmp / META).write_text(json.dumps({**meta, "step": step, "files": files,
                                         "sha256": digests}, indent=2))
     root = checkpoint_root(out_dir)
-    final = root / f"step_{step:08d}"
+    final = step_dir(out_dir, step)
     install_dir(tmp, final)
     write_atomic(root / LATEST, final.name + "\n")
     existing = sorted(p for p in root.glob("step_*") if p.is_dir())

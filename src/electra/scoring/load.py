@@ -9,7 +9,6 @@ two-tower generator).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -33,6 +32,7 @@ from electra.scoring.pll import (
     PllScorer,
     TwoTowerScorer,
 )
+from electra.settings import read_run
 from electra.tokenizer import load_tokenizer
 
 MLM_ARCHITECTURES = ("ElectraForMaskedLM", "BertForMaskedLM", "ModernBertForMaskedLM")
@@ -76,14 +76,13 @@ def detect_scorer(model_dir: str | Path) -> str:
 
 def training_mask_prob(model_dir: str | Path) -> float | None:
     """mask_prob of the run that wrote MODEL: config.json's `electra_toolkit`, else the run's
-    OUT/config.json (exports live in OUT/final/NAME)."""
+    OUT/settings.json (exports live in OUT/final/NAME)."""
     meta = read_config_json(model_dir).get("electra_toolkit")
     if isinstance(meta, dict) and isinstance(meta.get("mask_prob"), (int, float)):
         return float(meta["mask_prob"])
-    run_config = Path(model_dir).resolve().parent.parent / "config.json"
     try:
-        value = json.loads(run_config.read_text())["config"]["objective"]["mask_prob"]
-    except (OSError, ValueError, KeyError, TypeError):
+        value = read_run(Path(model_dir).resolve().parent.parent)[0]["objective"]["mask_prob"]
+    except (ElectraError, KeyError, TypeError):
         return None
     return float(value) if isinstance(value, (int, float)) else None
 
