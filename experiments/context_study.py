@@ -33,7 +33,7 @@ from electra.data.dataset import PretrainingDataset
 from electra.objectives import objective_step_flops
 from electra.pretrain.heldout import build_fixed_corruptions
 from electra.pretrain.loop import pretrain, special_ids_for
-from electra.settings import apply_sets
+from electra.settings import resolve
 from experiments.objective_ladder import LABELS, LADDER
 
 # name -> (overrides as --set would give them, what it tests). Budgets are equal in training
@@ -162,9 +162,9 @@ def variant_config(overrides: dict, seed: int, seq_len: int, vocab_size: int,
     """The variant's config, its steps set to what the budget buys and warm-up 10% of them."""
     def build(extra: dict) -> PretrainConfig:
         cfg = PretrainConfig.from_preset("tiny")
-        apply_sets({"model": cfg.model, "objective": cfg.objective, "train": cfg.train},
-                   [f"{key}={json.dumps(value)}"
-                    for key, value in {**BASE, "train.seed": seed, **extra}.items()])
+        resolve({"model": cfg.model, "objective": cfg.objective, "train": cfg.train}, None, {},
+                [f"{key}={json.dumps(value)}"
+                 for key, value in {**BASE, "train.seed": seed, **extra}.items()])
         cfg.model.vocab_size = vocab_size
         return cfg
 

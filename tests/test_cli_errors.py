@@ -200,8 +200,28 @@ def test_resume_with_another_model(small_run, data_dir, tmp_path, capsys):
 def test_resume_with_corrupt_run_config(small_run, data_dir, tmp_path, capsys):
     out = tmp_path / "out"
     shutil.copytree(small_run, out)
-    (out / "config.json").write_text('{"config": ')
-    assert "config.json" in fails(capsys, pretrain(data_dir, out, "--resume", "--steps", "4"))
+    (out / "settings.json").write_text('{"model": ')
+    assert "settings.json" in fails(capsys, pretrain(data_dir, out, "--resume", "--steps", "4"))
+
+
+def test_resume_of_a_run_recorded_in_the_older_config_json(small_run, data_dir, tmp_path,
+                                                             capsys):
+    """Runs written before settings.json and run.json kept both in OUT/config.json: they
+    resume, and a corrupt one is a one-line error naming it."""
+    out = tmp_path / "out"
+    shutil.copytree(small_run, out)
+    settings = json.loads((out / "settings.json").read_text())
+    record = json.loads((out / "run.json").read_text())
+    (out / "settings.json").unlink()
+    (out / "run.json").unlink()
+    (out / "config.json").write_text(json.dumps({"config": settings, **record}))
+    assert main(pretrain(data_dir, out, "--resume", "--steps", "4")) == 0
+    assert json.loads((out / "settings.json").read_text())["model"] == settings["model"]
+    broken = tmp_path / "broken"
+    shutil.copytree(small_run, broken)
+    (broken / "settings.json").unlink()
+    (broken / "config.json").write_text('{"config": ')
+    assert "config.json" in fails(capsys, pretrain(data_dir, broken, "--resume", "--steps", "4"))
 
 
 def test_resume_with_truncated_checkpoint(small_run, data_dir, tmp_path, capsys):

@@ -221,8 +221,10 @@ def test_flops_command_per_objective_and_generator_options(capsys):
         "electra", generator_multiplier=0.5, generator_layers=6).values()))
     assert main(["flops", "--set", "objective.sharing=all"]) == 1
     assert "generator_multiplier=1.0" in capsys.readouterr().err
-    assert main(["flops", "--set", "train.steps=3"]) == 1
-    assert "objective.KEY=VALUE" in capsys.readouterr().err
+    assert main(["flops", "--set", "train.steps=3"]) == 0  # every section, as pretrain's
+    assert json.loads(capsys.readouterr().out)["steps"] == 3
+    assert main(["flops", "--set", "optimizer.lr=3"]) == 1
+    assert "unknown section 'optimizer'" in capsys.readouterr().err
 
 
 def test_generator_params_follow_each_objectives_generator():

@@ -5,7 +5,6 @@ torch-free; see `electra.cli_support`)."""
 from __future__ import annotations
 
 import json
-import sys
 
 from electra.cli_support import add_device_flag, add_precision_flags, show_progress
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
@@ -148,12 +147,17 @@ def build_pretrain_config(args):
         if sources.of("model.hidden_size").kind != "preset":  # no preset named: the checkpoint's
             cfg, sources = resolve_pretrain_settings(args, infer_preset(source.main_config))
         adopt_checkpoint(cfg, source, sources)
-    elif sources.of("model.hidden_size").kind != "preset":
-        print("note: no --preset: training `tiny`, the paper's architecture at a CPU size, which "
-              "learns no context at small budgets; --preset tiny-local does "
-              "(docs/pretraining.md, presets)", file=sys.stderr)
     cfg.validate()
     return cfg, sources, source
+
+
+def default_preset_note(sources) -> list[str]:
+    """What a run on the default preset says once its checks have passed."""
+    if sources.of("model.hidden_size").kind != "default":
+        return []
+    return ["no --preset: training `tiny`, the paper's architecture at a CPU size, which learns "
+            "no context at small budgets; --preset tiny-local does (docs/pretraining.md, "
+            "presets)"]
 
 
 def _run_pretrain(args) -> None:
@@ -162,7 +166,8 @@ def _run_pretrain(args) -> None:
     cfg, sources, source = build_pretrain_config(args)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
                        show_progress=not args.quiet and show_progress(),
-                       tensorboard=args.tensorboard, init=source, sources=sources)
+                       tensorboard=args.tensorboard, init=source, sources=sources,
+                       notes=default_preset_note(sources) if source is None else [])
     if summary.get("final"):
         print(json.dumps(summary, indent=2))
 

@@ -11,6 +11,7 @@ import contextlib
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,12 +100,13 @@ def saved_precision(out: Path) -> str | None:
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool = False, device: str = "auto", show_progress: bool = True,
              tensorboard: bool = False, init: InitSource | None = None,
-             sources: Sources | None = None) -> dict[str, Any]:
+             sources: Sources | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
     `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/.
     `init`: start from these weights (`electra.pretrain.init_from`; `cfg.model` must already be
     the checkpoint's, see `adopt_checkpoint`) instead of random ones. `sources`: where each
-    setting came from (`electra.settings.resolve`), for OUT/run.json.
+    setting came from (`electra.settings.resolve`), for OUT/run.json. `notes`: lines printed on
+    stderr once every check has passed.
 
     On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
     raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly.
@@ -127,7 +129,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
         tc.precision = "fp32"  # what the compiled step takes where bf16 is not native
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         tensorboard, init, started, sources)
+                         tensorboard, init, started, sources, notes)
     finally:
         cleanup(info)
 
@@ -160,8 +162,8 @@ class _Run:
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
               show_progress: bool, tensorboard: bool = False,
               init: InitSource | None = None, started: float | None = None,
-              sources: Sources | None = None) -> dict[str, Any]:
-    run = _set_up(cfg, data_dir, out, resume, info, init, started, sources)
+              sources: Sources | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
+    run = _set_up(cfg, data_dir, out, resume, info, init, started, sources, notes)
     summary = _train_steps(run, show_progress, tensorboard)
     if run.budget is not None:
         with run.budget.phase("export"):
@@ -194,7 +196,7 @@ def _budget_report(run: _Run, summary: dict[str, Any]) -> dict[str, Any]:
 
 def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
             init: InitSource | None = None, started: float | None = None,
-            sources: Sources | None = None) -> _Run:
+            sources: Sources | None = None, notes: Sequence[str] = ()) -> _Run:
     """Check data, config and OUT; build the objective (from `init`'s weights when given) and
     its optimizer; restore a checkpoint when resuming; write OUT/settings.json and OUT/run.json
     (only once nothing can be refused any more)."""
@@ -283,7 +285,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
         write_settings(out, settings)
-        for note in init.notes if init is not None else ():
+        for note in [*notes, *(init.notes if init is not None else ())]:
             print(f"note: {note}", file=sys.stderr)
 
     # An objective whose phases leave some networks idle (two-stage) asks DDP to allow it.
