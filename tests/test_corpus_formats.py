@@ -234,7 +234,8 @@ def test_a_missing_extra_is_one_line(monkeypatch, texts, tmp_path):
 
     path = write_parquet(tmp_path / "c.parquet", texts[:2])
     monkeypatch.setattr(builtins, "__import__", no_pyarrow)
-    with pytest.raises(ElectraError, match=r"needs pyarrow: pip install 'electra\[corpora\]'"):
+    hint = r"needs pyarrow: pip install -e '\.\[corpora\]' in the electra checkout"
+    with pytest.raises(ElectraError, match=hint):
         list(iter_documents([path]))
 
 

@@ -16,8 +16,8 @@ from electra.runtime.metrics_log import METRICS, MetricsLogger
 
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",
-    reason="tensorboard not installed (pip install 'electra[plot]')")
-pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install 'electra[plot]')")
+    reason="tensorboard not installed (pip install -e '.[plot]')")
+pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install -e '.[plot]')")
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -94,14 +94,14 @@ def test_missing_tensorboard_is_one_line_with_the_install_hint(monkeypatch, tmp_
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_tensorboard)
-    with pytest.raises(ElectraError, match=r"pip install 'electra\[plot\]'"):
+    with pytest.raises(ElectraError, match=r"pip install -e '\.\[plot\]' in the electra checkout"):
         metrics_log.require_tensorboard()
     # the command refuses before it creates anything
     out = tmp_path / "run"
     assert main(pretrain_argv(tiny_config_file(tmp_path), tmp_path / "no-data", out,
                               "--tensorboard")) == 1
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and "electra[plot]" in err[0]
+    assert len(err) == 1 and "pip install -e '.[plot]' in the electra checkout" in err[0]
     assert not out.exists()
 
 

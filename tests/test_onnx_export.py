@@ -22,8 +22,8 @@ from electra.model.networks import Discriminator, Generator
 from electra.model.task_heads import SequenceHead, TokenHead
 
 for package in ("onnx", "onnxruntime", "onnxscript"):
-    pytest.importorskip(package, reason=f"{package} is not installed (pip install "
-                        "'electra[onnx]'); CI installs it with the test extra")
+    pytest.importorskip(package, reason=f"{package} is not installed (pip install -e "
+                        "'.[onnx]'); CI installs it with the test extra")
 
 
 def _pretrained(root: Path, vocab_dir: Path, cls, alibi: bool) -> Path:
@@ -161,5 +161,6 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, vocab_dir, capsys, 
                         real_find_spec(name, *a))
     assert electra(["export", str(multi), "--onnx", str(tmp_path / "o6"), "--task",
                     "SST-2"]) == 1
-    assert "needs onnxruntime: pip install 'electra[onnx]'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "needs onnxruntime: pip install -e '.[onnx]' in the electra checkout" in err
     assert not (tmp_path / "o5").exists() and not (tmp_path / "o6").exists()

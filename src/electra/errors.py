@@ -12,3 +12,9 @@ class ElectraError(Exception):
 class Preempted(Exception):
     """Training stopped cleanly on a signal at a step boundary; the message says where it
     stopped and how to continue."""
+
+
+def install_hint(extra: str) -> str:
+    """How to get an optional extra. electra is installed from its checkout (editable), so the
+    hint names the checkout rather than a package index."""
+    return f"pip install -e '.[{extra}]' in the electra checkout"

@@ -89,8 +89,8 @@ PRESETS: dict[str, Preset] = {
     "tiny": _TINY,
     # `tiny` with the two departures that let it learn context at small budgets
     # (docs/experiments/collapse.md): ALiBi with one local head (slopes 1 and 1/16), and a
-    # base-rate discriminator bias. Exports load in our tools; `transformers` would ignore the
-    # ALiBi bias.
+    # base-rate discriminator bias. Exports load in our tools, and in `transformers` as remote
+    # code (its ELECTRA classes have no ALiBi bias).
     "tiny-local": dataclasses.replace(
         _TINY, model=dataclasses.replace(_TINY.model, position_bias="alibi",
                                          alibi_max_slope=1.0),

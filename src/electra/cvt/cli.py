@@ -10,7 +10,7 @@ import sys
 
 from electra.cli_support import LazyHelpStore, add_device_flag, add_precision_flags
 from electra.cvt.config import PRESETS
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 from electra.settings import CLEAR, add_settings_flags
 
 SECTIONS = ("cvt", "train")  # --config / --set sections: CVTConfig, CVTTrainConfig
@@ -145,7 +145,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_run_predict)
 
     p = sub.add_parser("cvt-vectors", help="word2vec vectors for --word-vectors, from unlabeled "
-                       "text (needs electra[vectors])",
+                       f"text (needs {install_hint('vectors')})",
                        description="Train skip-gram word2vec (gensim) on unlabeled text, "
                        "tokenised and normalised as `electra cvt` reads it, and write the "
                        "word2vec text file `electra cvt --word-vectors` takes. The paper starts "

@@ -4,7 +4,7 @@ The dissertation initialises CVT's word embeddings with 300-dimensional GloVe ve
 4.2, "Models"); no such file reaches these machines, so this trains word2vec (skip-gram with
 negative sampling, gensim) on the corpus CVT learns from, tokenised and normalised as CVT reads
 it (Penn-Treebank-style tokens, lower case, digits as 0), and writes the word2vec text format
-that `electra cvt --word-vectors` reads. gensim is an optional dependency (`electra[vectors]`).
+that `electra cvt --word-vectors` reads. gensim is an optional dependency (the `vectors` extra).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from electra.cvt.unlabeled import iter_sentences
 from electra.cvt.vocab import normalize
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 from electra.fileutil import write_atomic
 
 
@@ -49,7 +49,7 @@ def train_word_vectors(paths: Sequence[str | Path], out: str | Path, dim: int = 
     try:
         from gensim.models import Word2Vec
     except ImportError:
-        raise ElectraError("electra cvt-vectors needs gensim: pip install 'electra[vectors]'"
+        raise ElectraError(f"electra cvt-vectors needs gensim: {install_hint('vectors')}"
                            ) from None
     for name, value in (("dim", dim), ("epochs", epochs), ("window", window),
                         ("min_count", min_count)):

@@ -8,11 +8,11 @@ import json
 
 from electra.cli_support import LazyNames, show_progress
 from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 
 CORPUS_HELP = ("files or directories: plain text, JSON lines (.jsonl/.json), either .gz or .zst; "
                "Parquet (.parquet); a `datasets` save_to_disk folder (Parquet, Arrow and zstd "
-               "need: pip install 'electra[corpora]')")
+               f"need: {install_hint('corpora')})")
 TEXT_FIELD_HELP = "the JSON lines field or Parquet/Arrow column holding the text (default: text)"
 
 

@@ -5,7 +5,7 @@
 Each reads one record batch, row group or block at a time, so memory stays bounded whatever
 the corpus size (by its largest row group for Parquet), and keeps the file's row order. The
 first bad record is an error naming the file and its row. pyarrow and zstandard are the
-optional extra `electra[corpora]`; without them, a file of these formats is a one-line error
+optional extra `corpora`; without them, a file of these formats is a one-line error
 saying what to install.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 
-EXTRA = "pip install 'electra[corpora]'"
+EXTRA = install_hint("corpora")
 PARQUET_SUFFIX = ".parquet"
 ZSTD_SUFFIX = ".zst"
 # A `datasets` save_to_disk folder: its state names the Arrow files, in order.

@@ -1,7 +1,7 @@
 """`electra export --onnx`: a model directory as an ONNX graph with dynamic batch and sequence
 axes, checked against PyTorch with ONNX Runtime before it is kept, and optionally an int8 copy
 (dynamic quantisation of the matmul weights). The packages are an optional extra
-(`pip install 'electra[onnx]'`)."""
+(`pip install -e '.[onnx]'` in the checkout)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 from electra.export.serving import (
     INPUT_NAMES,
     Served,
@@ -43,8 +43,7 @@ CHECK_TEXTS = ["the quick brown fox jumps over the lazy dog",
 def require_onnx() -> None:
     missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
-        raise ElectraError(f"ONNX export needs {', '.join(missing)}: pip install "
-                           "'electra[onnx]'")
+        raise ElectraError(f"ONNX export needs {', '.join(missing)}: {install_hint('onnx')}")
 
 
 def check_batches(model_dir: Path, max_len: int) -> list[dict[str, torch.Tensor]]:

@@ -13,6 +13,7 @@ from electra.cli_support import (
     per_size,
     show_progress,
 )
+from electra.errors import install_hint
 from electra.presets import SIZES, finetune_defaults
 from electra.settings import add_settings_flags
 
@@ -98,7 +99,7 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--log-every", type=int,
                    help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
-                   "files under OUT/tensorboard/seed<k>/ (needs: pip install 'electra[plot]')")
+                   f"files under OUT/tensorboard/seed<k>/ (needs: {install_hint('plot')})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_settings_flags(p, SECTIONS, "finetune.warmup_fraction=0.06")
 

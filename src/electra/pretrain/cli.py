@@ -8,7 +8,7 @@ import json
 
 from electra.cli_support import add_device_flag, add_precision_flags, show_progress
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
-from electra.errors import EXIT_PREEMPTED, ElectraError
+from electra.errors import EXIT_PREEMPTED, ElectraError, install_hint
 from electra.settings import add_settings_flags
 
 PRESET_NAMES = tuple(PRESETS)
@@ -82,7 +82,7 @@ def _add_pretrain(sub) -> None:
     add_settings_flags(p, SECTIONS, "objective.disc_weight=50", preset=True)
     p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
-                   "files under OUT/tensorboard/ (needs: pip install 'electra[plot]')")
+                   f"files under OUT/tensorboard/ (needs: {install_hint('plot')})")
     add_device_flag(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_pretrain)

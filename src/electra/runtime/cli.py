@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from electra.errors import install_hint
+
 
 def add_parsers(sub) -> None:
     _add_plot(sub)
@@ -15,7 +17,7 @@ def _add_plot(sub) -> None:
                        description="Draw each metric of RUN/metrics.jsonl (pretrain OUT, or a "
                        "finetune OUT's seed<k>/) in its own subplot, several runs overlaid, "
                        "against steps and against training FLOPs. Needs matplotlib "
-                       "(pip install 'electra[plot]').")
+                       f"({install_hint('plot')}).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories (or metrics.jsonl)")
     p.add_argument("--out", required=True, help="image file: .png, .pdf or .svg")
     p.add_argument("--x", choices=["step", "flops", "both"], default="both",

@@ -1,6 +1,6 @@
 """One logger for every training loop: a JSON line per record in OUT/metrics.jsonl (always;
 `electra plot` and the tests read it) and, when asked, the same numbers as TensorBoard scalars
-under OUT/tensorboard/ (an optional dependency: `pip install 'electra[plot]'`).
+under OUT/tensorboard/ (an optional dependency: the `plot` extra).
 
 A record is a flat dict with an int "step"; every other numeric key becomes a scalar of that
 name against the step (TensorBoard has no FLOPs axis, so `flops` is a scalar of its own).
@@ -14,12 +14,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 from electra.fileutil import write_atomic
 
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
-INSTALL_HINT = "pip install 'electra[plot]' (or pip install tensorboard)"
+INSTALL_HINT = f"{install_hint('plot')} (or pip install tensorboard)"
 
 
 def require_tensorboard() -> None:

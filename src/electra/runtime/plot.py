@@ -3,8 +3,8 @@
 Reads each run's metrics.jsonl (written by `electra pretrain`, and per seed by `electra
 finetune`). Comparing objectives at equal compute is the point of the FLOPs axis; records
 without a `flops` key (a held-out evaluation, say) get it interpolated from the run's other
-records, since training FLOPs grow linearly with steps. Needs matplotlib (`pip install
-'electra[plot]'`); draws with the Agg backend, without pyplot's global state.
+records, since training FLOPs grow linearly with steps. Needs matplotlib (`pip install -e
+'.[plot]'` in the checkout); draws with the Agg backend, without pyplot's global state.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from electra.data.corpus import iter_json_lines
-from electra.errors import ElectraError
+from electra.errors import ElectraError, install_hint
 from electra.fileutil import write_atomic
 from electra.runtime.metrics_log import METRICS, scalars
 
@@ -130,8 +130,7 @@ def plot_runs(runs: Sequence[str | Path], metrics: Sequence[str] | None = None,
         from matplotlib.figure import Figure
         from matplotlib.lines import Line2D
     except ImportError:
-        raise ElectraError("electra plot needs matplotlib: pip install 'electra[plot]'"
-                           ) from None
+        raise ElectraError(f"electra plot needs matplotlib: {install_hint('plot')}") from None
     if x not in (*X_AXES, "both"):
         raise ElectraError(f"--x must be step, flops or both, not {x!r}")
     if not runs:
