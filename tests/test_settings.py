@@ -14,7 +14,8 @@ from electra.cli import build_parser, main
 from electra.cvt.config import CVTConfig
 from electra.errors import ElectraError
 from electra.finetune.cli import _finetune_settings
-from electra.finetune.loop import FinetuneSettings, finetune
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
 from electra.settings import overrides, resolve, write_settings
 
 # One command line per training command, complete but for what the tests add; each fails on
