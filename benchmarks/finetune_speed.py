@@ -2,8 +2,8 @@
 
 What is timed is what `electra finetune` runs: a training step is collation + forward (bf16
 autocast or not) + backward + the shared update: clipping, non-finite guard, AdamW, schedule
-(`finetune.loop.train_step`);
-an evaluation pass is `finetune.loop.predict_examples` over a dev set (tokenization,
+(`finetune.training.train_step`);
+an evaluation pass is `finetune.evaluation.predict_examples` over a dev set (tokenization,
 length-sorted batches, forward without gradient, post-processing back to labels or answer text,
 input order restored). The model is ELECTRA-Small (Table 5.1, vocabulary 30,522) from random
 initialisation: speed does not depend on the weights. Text is tokenized with a 30,522-token
@@ -44,9 +44,11 @@ import torch
 from electra.config import PretrainConfig
 from electra.data.vocab import train_vocab
 from electra.finetune.data import feature_lengths, padded_tokens, train_batches
+from electra.finetune.evaluation import predict_examples
 from electra.finetune.heads import FinetuneModel
-from electra.finetune.loop import FinetuneSettings, predict_examples, train_step
 from electra.finetune.optim import build_optimizer
+from electra.finetune.settings import FinetuneSettings
+from electra.finetune.training import train_step
 from electra.model.encoder import Encoder, init_weights
 from electra.runtime.skeleton import StepLoop, Update
 from electra.runtime.speed import configure_process_for_speed

@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from electra.demo.check import CHECK_DATA, CHECKS, CheckSettings, find_check_data
 from electra.finetune.baseline import random_init
-from electra.finetune.loop import finetune
+from electra.finetune.run import finetune
 
 EMBEDDINGS = "electra.embeddings."
 TOP_LAYER = re.compile(r"electra\.layers\.(\d+)\.")

@@ -6,7 +6,7 @@ Every objective gets the same training-FLOP budget: the budget is `--electra-ste
 ELECTRA (tiny, generator 1/2, batch 32 x 128), and each other objective trains for as many steps
 as that buys at its own per-step cost (`electra.objectives.objective_step_flops`), so MLM trains
 for more steps than ELECTRA, as BERT does in Table 5.1. Each pre-trained encoder is then
-fine-tuned on CoLA, SST-2 and RTE with the Table 5.2 recipe (`electra.finetune.loop.finetune`,
+fine-tuned on CoLA, SST-2 and RTE with the Table 5.2 recipe (`electra.finetune.run.finetune`,
 `--seeds` seeds, median as in section 5.2.4).
 
 Work is cached under WORK (vocabulary, prepared data, each pre-training run, each fine-tuning),
@@ -45,7 +45,9 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.finetune.baseline import random_init
-from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.finetune.evaluation import primary_key
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
 from electra.runtime.plot import plot
 from electra.tasks import get_task
 from experiments.equal_budget import (

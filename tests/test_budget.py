@@ -246,7 +246,7 @@ def test_a_resumed_run_keeps_the_precision_it_trained_in(data_dir, tmp_path):
 
 def test_settings_written_with_bf16_are_read_as_the_precision_they_meant():
     from electra.config import TrainConfig, merge
-    from electra.finetune.loop import FinetuneSettings
+    from electra.finetune.settings import FinetuneSettings
 
     for legacy, meant in ((True, "bf16"), (False, "fp32"), (None, "auto")):
         settings = FinetuneSettings()

@@ -18,7 +18,8 @@ from electra.cli import main
 from electra.config import PretrainConfig, merge
 from electra.cvt.tasks import CVTTask
 from electra.data.dataset import PretrainingDataset
-from electra.finetune.loop import FinetuneSettings, finetune
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
 from electra.model.hf import to_hf_state_dict
 from electra.pretrain.flops_report import main_flops
 from electra.pretrain.init_from import adopt_checkpoint, find_source

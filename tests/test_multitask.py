@@ -15,8 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from electra.errors import ElectraError
-from electra.finetune.loop import FinetuneSettings, TrainPlan, finetune, train_model
 from electra.finetune.predict import evaluate, predict
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
+from electra.finetune.training import TrainPlan, train_model
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, collate_mixture
 from electra.multitask.sampling import MixtureSampler, task_probabilities
@@ -457,7 +459,7 @@ def test_malformed_task_data_names_the_line(tiny_model: Path, glue_like: Path,
     with pytest.raises(ElectraError, match=r"task RTE: .*train\.tsv:\d+: label 'maybe'"):
         run_multitask(tiny_model, ["RTE"], data, tmp_path / "o", _settings())
     (data / "sim" / "task.json").write_text("{not json")
-    with pytest.raises(ElectraError, match=r"task\.json: not valid JSON"):
+    with pytest.raises(ElectraError, match=r"task\.json: line 1: invalid JSON"):
         run_multitask(tiny_model, ["sim"], data, tmp_path / "o", _settings())
     assert not (tmp_path / "o").exists()
 
@@ -498,3 +500,32 @@ def test_tagging_tasks_are_refused_for_mixing() -> None:
     with pytest.raises(ElectraError, match="pos: multi-task training takes sentence"):
         check_mixable(get_task("pos"))
     assert math.isclose(sum(task_probabilities([1, 1])), 1.0)
+
+
+def test_registry_tasks_that_cannot_mix_are_refused_by_name(tmp_path: Path) -> None:
+    """resolve_task builds registry tasks with the registry: a tagging or SQuAD name is refused
+    as unmixable (before any stage runs), not taken for a user task."""
+    for name in ("chunk", "squad"):
+        (tmp_path / name).mkdir()
+        with pytest.raises(ElectraError, match=f"{name}: multi-task training takes sentence"):
+            resolve_task(name, tmp_path)
+
+
+def test_single_stages_take_every_setting_but_the_recipe() -> None:
+    """The Single stages' shared settings come from FinetuneSettings' fields: all but the
+    recipe fields, which are exactly those the multi-task recipe gives other defaults."""
+    import dataclasses
+
+    from electra.finetune.settings import recipe_free_fields
+    from electra.multitask.strategies import SingleOverrides, single_settings
+
+    recipe = {f.name for f in dataclasses.fields(FinetuneSettings)} - set(recipe_free_fields())
+    assert recipe == {"lr", "layerwise_decay", "epochs", "batch_size", "length_sorted"}
+    overridden = {f.name for f in dataclasses.fields(MultitaskSettings)
+                  if f.name in recipe and f.default != getattr(FinetuneSettings(), f.name)}
+    assert overridden == {"epochs", "batch_size", "length_sorted"}  # lr, decay: by size
+    multi = MultitaskSettings(seeds=3, max_seq_len=64, dropout=0.2, tensorboard=True)
+    single = single_settings(multi, SingleOverrides(epochs=2.0))
+    assert (single.seeds, single.max_seq_len, single.dropout, single.tensorboard) == (
+        3, 64, 0.2, True)
+    assert (single.epochs, single.batch_size, single.length_sorted) == (2.0, 32, True)

@@ -196,7 +196,8 @@ def test_the_compiled_step_refuses_fp16_in_one_line(data_dir, tmp_path):
 
 
 def test_finetuning_trains_in_fp16_and_records_it(tiny_model, tmp_path):
-    from electra.finetune.loop import FinetuneSettings, finetune
+    from electra.finetune.run import finetune
+    from electra.finetune.settings import FinetuneSettings
 
     data = tmp_path / "SST-2"
     data.mkdir()

@@ -21,8 +21,9 @@ from export_helpers import (
 )
 
 from electra.export.serving import tokenized_batch
-from electra.finetune.loop import FinetuneSettings, predict_examples
+from electra.finetune.evaluation import predict_examples
 from electra.finetune.model_io import load_finetuned
+from electra.finetune.settings import FinetuneSettings
 from electra.model.encoder import init_weights
 from electra.model.hf import load_pretrained, save_pretrained
 from electra.model.networks import Discriminator, Generator

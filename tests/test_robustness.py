@@ -182,11 +182,11 @@ def test_finetune_stops_cleanly_and_says_it_has_no_checkpoints(tiny_model, tmp_p
     exits 75 with one line saying to run the command again; handlers are restored."""
     from test_finetune_e2e import _user_data
 
-    from electra.finetune import loop as finetune_loop
+    from electra.finetune import training as finetune_training
 
     _user_data(tmp_path / "train.tsv", 64, 0)
     _user_data(tmp_path / "dev.tsv", 16, 1)
-    real_step = finetune_loop.train_step
+    real_step = finetune_training.train_step
     calls = []
 
     def step(*args, **kwargs):
@@ -198,7 +198,7 @@ def test_finetune_stops_cleanly_and_says_it_has_no_checkpoints(tiny_model, tmp_p
     before = signal.getsignal(signal.SIGTERM)
     out = tmp_path / "out"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(finetune_loop, "train_step", step)
+        mp.setattr(finetune_training, "train_step", step)
         argv = ["finetune", "--model", str(tiny_model), "--task", "user", "--text-a", "text",
                 "--label", "label", "--data", str(tmp_path), "--out", str(out),
                 "--batch-size", "8", "--epochs", "1", "--quiet"]

@@ -15,7 +15,8 @@ from electra.config import PretrainConfig
 from electra.cvt.cli import train_settings
 from electra.errors import ElectraError
 from electra.finetune.cli import _finetune_settings
-from electra.finetune.loop import FinetuneSettings, finetune
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
 from electra.pretrain.cli import build_pretrain_config
 from electra.settings import Source, resolve, write_settings
 

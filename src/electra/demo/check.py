@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from electra.finetune.baseline import random_init
-from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.finetune.evaluation import primary_key
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
 from electra.tasks import get_task
 
 

@@ -107,7 +107,7 @@ def _add_finetune_flags(p, train: bool) -> None:
 def _finetune_settings(args, train: bool):
     """The run's `FinetuneSettings`: defaults, then (`finetune` only) --config, the flags
     given, then --set (`electra.settings`)."""
-    from electra.finetune.loop import FinetuneSettings
+    from electra.finetune.settings import FinetuneSettings
     from electra.settings import resolve
 
     settings = FinetuneSettings()
@@ -133,7 +133,7 @@ def _user_options(args) -> dict:
 
 
 def _run_finetune(args) -> None:
-    from electra.finetune.loop import finetune
+    from electra.finetune.run import finetune
     from electra.tasks import get_task
     from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 

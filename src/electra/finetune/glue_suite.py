@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.finetune.evaluation import primary_key
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
 from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name, glue_score
 
 

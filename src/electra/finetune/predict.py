@@ -11,15 +11,11 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
+from electra.finetune.evaluation import evaluate_splits, predict_examples, primary_key
+from electra.finetune.examples import eval_sets_of
 from electra.finetune.heads import FinetuneModel
-from electra.finetune.loop import (
-    FinetuneSettings,
-    eval_sets_of,
-    evaluate_splits,
-    predict_examples,
-    primary_key,
-)
 from electra.finetune.model_io import load_finetuned
+from electra.finetune.settings import FinetuneSettings
 from electra.precision import device_and_precision
 from electra.tasks import Task, get_task_name, task_from_state
 

@@ -120,7 +120,7 @@ def teacher_predictions(teacher_dir: Path, task_name: str, examples: list[Exampl
                         max_seq_len: int, settings, device: torch.device) -> list:
     """Per example: the teacher's logits (classification) or its prediction in label units
     (regression). Read from TEACHER/teacher_cache/ when there, else computed and cached."""
-    from electra.finetune.loop import head_outputs
+    from electra.finetune.evaluation import head_outputs
     from electra.finetune.predict import load_teacher_view
 
     checksum = data_checksum(task_name, examples, max_seq_len)

@@ -18,7 +18,9 @@ from pathlib import Path
 from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.finetune.loop import FinetuneSettings, finetune, primary_key
+from electra.finetune.evaluation import primary_key
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings, recipe_free_fields
 from electra.multitask import distill
 from electra.multitask.train import (
     MultitaskSettings,
@@ -31,12 +33,9 @@ from electra.tasks.glue import task_summary
 from electra.tokenizer import load_tokenizer
 
 STAGES = ("single", "multi")
-# Fields a Single stage takes from the multi-task settings; the rest is finetune's recipe
-# (Table 5.2) unless the single_* overrides say otherwise.
-_SHARED = ("seeds", "seed", "max_train_examples", "max_eval_examples", "device", "precision",
-           "eval_batch_size", "max_seq_len", "dropout", "log_every", "size",
-           "lr_decay_style", "warmup_fraction", "weight_decay", "adam_eps", "save_all_seeds",
-           "tensorboard")
+# Fields a Single stage takes from the multi-task settings; the recipe's fields (Table 5.2:
+# lr, epochs, batch size, ...) are finetune's unless the single_* overrides say otherwise.
+_SHARED = recipe_free_fields()
 
 
 def parse_strategy(text: str) -> list[str]:

@@ -24,32 +24,27 @@ from pathlib import Path
 
 import torch
 
+from electra.config import read_config_json
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.data import batches_from_order, feature_lengths
+from electra.finetune.evaluation import evaluate_splits, primary_key
+from electra.finetune.examples import eval_sets_of, train_examples_of
 from electra.finetune.heads import MultitaskModel, make_head
-from electra.finetune.loop import (
-    FinetuneSettings,
-    SeedRunner,
-    SeedScores,
-    TrainPlan,
-    eval_sets_of,
-    evaluate_splits,
-    learning_rates,
-    primary_key,
-    task_results,
-    train_examples_of,
-)
 from electra.finetune.model_io import load_source
+from electra.finetune.results import task_results
+from electra.finetune.seeds import SeedRunner, SeedScores
+from electra.finetune.settings import FinetuneSettings, learning_rates
+from electra.finetune.training import TrainPlan
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
 from electra.precision import device_and_precision
 from electra.presets import multitask_defaults
 from electra.settings import write_settings
-from electra.tasks import Task
+from electra.tasks import Task, get_task
 from electra.tasks.base import Example
-from electra.tasks.glue import GlueTask, glue_name, task_summary
+from electra.tasks.glue import task_summary
 from electra.tokenizer import special_token_ids
 
 STS_RANGE = (0.0, 5.0)  # STS-B similarity scores, normalised to [0, 1] (section 3.2.1)
@@ -75,35 +70,43 @@ class MultitaskSettings(FinetuneSettings):
 
 
 def resolve_task(name: str, data_dir: str | Path) -> tuple[Task, Path]:
-    """A GLUE task by name, or a user task DATA/<name>/ described by DATA/<name>/task.json
-    ({"text_a", "text_b", "label", "label_type"}, as `finetune --task user` takes them);
-    returns the task and the folder its reader takes."""
-    canonical = glue_name(name)
-    if canonical is not None:
-        if not (Path(data_dir) / canonical).is_dir():
-            raise ElectraError(f"task {canonical}: no folder {Path(data_dir) / canonical} "
-                               "(--data is the folder holding CoLA/, SST-2/, ...)")
-        task = GlueTask(canonical)
-        if task.regression:
-            task.label_range = STS_RANGE
-        return task, Path(data_dir)
-    folder = Path(data_dir) / name
-    spec = folder / USER_TASK_FILE
+    """A task multi-task training can mix, and the folder its reader takes: a task of the
+    registry (`electra.tasks`: the GLUE tasks, in DATA/<name>/), or a user task DATA/<name>/
+    described by DATA/<name>/task.json ({"text_a", "text_b", "label", "label_type"}, as
+    `finetune --task user` takes them)."""
+    data_dir = Path(data_dir)
+    task = _registry_task(name)
+    if task is None:
+        return _user_task(name, data_dir), data_dir
+    check_mixable(task)
+    if not (data_dir / task.name).is_dir():
+        raise ElectraError(f"task {task.name}: no folder {data_dir / task.name} "
+                           "(--data is the folder holding CoLA/, SST-2/, ...)")
+    if task.regression:  # STS-B
+        task.label_range = STS_RANGE
+    return task, data_dir
+
+
+def _registry_task(name: str) -> Task | None:
+    """The registry's task by that name; None for a name it cannot build alone (a user task)."""
+    try:
+        return get_task(name)
+    except ElectraError:
+        return None
+
+
+def _user_task(name: str, data_dir: Path) -> Task:
+    spec = data_dir / name / USER_TASK_FILE
     if not spec.is_file():
         raise ElectraError(f"task {name}: not a GLUE task and no {spec} describing its columns "
                            '(e.g. {"text_a": "sentence", "label": "label"})')
-    try:
-        options = json.loads(spec.read_text())
-    except json.JSONDecodeError as e:
-        raise ElectraError(f"{spec}: not valid JSON ({e})") from None
+    options = read_config_json(spec)
     if not isinstance(options, dict):
         raise ElectraError(f"{spec}: expected a JSON object of column names")
-    from electra.tasks.user import UserTask
-
     unknown = set(options) - {"text_a", "text_b", "label", "label_type"}
     if unknown:
         raise ElectraError(f"{spec}: unknown key(s) {sorted(unknown)}")
-    return UserTask(**options, task_name=name), Path(data_dir)
+    return get_task("user", **options, task_name=name)
 
 
 def read_task_data(task: Task, folder: Path, settings: FinetuneSettings
@@ -149,7 +152,6 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     data: dict[str, tuple[list[Example], dict[str, list[Example]]]] = {}
     for name in task_names:
         task, folder = resolve_task(name, data_dir)
-        check_mixable(task)
         data[task.name] = read_task_data(task, folder, settings)
         tasks[task.name] = task
     features = {name: tasks[name].featurize(data[name][0], tokenizer, settings.max_seq_len)
@@ -171,31 +173,56 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
                 "annealing": annealing.describe(), **(extra_info or {})}
     teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
 
-    def make_model(enc: torch.nn.Module) -> MultitaskModel:
-        return MultitaskModel(enc, {
-            name: make_head(t.head_kind, enc.config, t.num_outputs, settings.dropout)
-            for name, t in tasks.items()})
+    job = MultitaskJob(tasks, data, features, pad_id, annealing, tokenizer, settings, device, out,
+                       model_dir, resolved, teacher_info)
+    runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, settings.epochs,
+                        show_progress)
+    return _write_results(out, tasks, data, runner.run(job), resolved, teacher_info, model_dir,
+                          data_dir)
 
-    def evaluate(model: MultitaskModel, seed: int) -> SeedScores:
+
+@dataclass
+class MultitaskJob:
+    """`multitask`'s part of the seed loop (a `SeedJob`): one head per task, mixed batches
+    (a new sampler per seed), ranked by the average of the tasks' primary metrics."""
+
+    tasks: dict[str, Task]
+    data: dict[str, tuple[list[Example], dict[str, list[Example]]]]  # (train, dev sets)
+    features: dict[str, list[dict]]  # training features, with teacher targets where given
+    pad_id: int
+    annealing: distill.Annealing
+    tokenizer: object
+    settings: MultitaskSettings
+    device: torch.device
+    out: Path
+    model_dir: str | Path
+    resolved: dict  # the settings recorded with each kept model
+    teachers: dict[str, str | None]
+
+    def new_model(self, encoder: torch.nn.Module) -> MultitaskModel:
+        return MultitaskModel(encoder, {
+            name: make_head(t.head_kind, encoder.config, t.num_outputs, self.settings.dropout)
+            for name, t in self.tasks.items()})
+
+    def plan(self) -> TrainPlan:
+        return _plan(self.tasks, self.features, self.settings, self.pad_id, self.annealing)
+
+    def evaluate(self, model: MultitaskModel, seed: int) -> SeedScores:
         scores, paths = {}, {}
-        for name, task in tasks.items():
+        for name, task in self.tasks.items():
             scores[name], paths[name] = evaluate_splits(
-                model.single(name), task, data[name][1], tokenizer, settings, device,
-                out / f"seed{seed}" / name)
-        average = statistics.fmean(scores[n][primary_key(t)] for n, t in tasks.items())
+                model.single(name), task, self.data[name][1], self.tokenizer, self.settings,
+                self.device, self.out / f"seed{seed}" / name)
+        average = statistics.fmean(scores[n][primary_key(t)] for n, t in self.tasks.items())
         return SeedScores(scores, paths, {f"dev_{n}_{m}": v for n, s in scores.items()
                                           for m, v in s.items()},
                           rank=average, extra={"average": average})
 
-    runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, settings.epochs,
-                        show_progress)
-    per_seed = runner.run(
-        make_model, lambda: _plan(tasks, features, settings, pad_id, annealing), evaluate,
-        {"tasks": [{"task": t.state(), "head_kind": t.head_kind, "num_outputs": t.num_outputs}
-                   for t in tasks.values()]},
-        {"teachers": teacher_info}, resolved)
-    return _write_results(out, tasks, data, per_seed, resolved, teacher_info, model_dir,
-                          data_dir)
+    def model_info(self, seed: int, scores: dict) -> dict:
+        return {"tasks": [{"task": t.state(), "head_kind": t.head_kind,
+                           "num_outputs": t.num_outputs} for t in self.tasks.values()],
+                "source_model": str(self.model_dir), "settings": self.resolved, "seed": seed,
+                "scores": scores, "teachers": self.teachers}
 
 
 def _plan(tasks: dict[str, Task], features: dict[str, list[dict]],

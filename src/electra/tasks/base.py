@@ -2,8 +2,8 @@
 
 A task turns files into examples, examples into features, features into batches, head outputs
 into losses and predictions, and predictions into metrics and files. The loop
-(`electra.finetune.loop`) knows nothing else, so single-task, multi-task and distilled training
-are one loop with different targets:
+(`electra.finetune.training`) knows nothing else, so single-task, multi-task and distilled
+training are one loop with different targets:
 
     examples = task.read(data_dir, split)          # list[Example], input order
     features = task.featurize(examples, tokenizer, max_seq_len)

@@ -1,0 +1,128 @@
+"""Fine-tune and evaluate: N seeds from one checkpoint, medians reported (dissertation section
+5.2.4: "the median of 10 fine-tuning runs from the same pre-trained checkpoint"), with the
+hyper-parameters of Table 5.2 as defaults.
+
+OUT/results.json: task, metric names, per-seed dev scores, their median/mean/std, settings and
+each seed's dev predictions file (JSON lines, one per dev example in input order:
+{"index", "prediction", "label"}; SQuAD: the official {qid: answer} JSON, and for v2.0 the na_prob
+file under "dev_na_probs"). OUT/model: the best seed's fine-tuned model.
+OUT/seed<k>/metrics.jsonl: the training curve (window-mean loss, accuracy, lr every `log_every`
+steps) and the dev scores at the last step; with `tensorboard`, the same under
+OUT/tensorboard/seed<k>/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from electra.fileutil import write_atomic
+from electra.finetune.evaluation import evaluate_splits, primary_key
+from electra.finetune.examples import eval_sets_of, train_examples_of
+from electra.finetune.heads import FinetuneModel, check_head
+from electra.finetune.model_io import load_source
+from electra.finetune.results import task_results
+from electra.finetune.seeds import SeedRunner, SeedScores
+from electra.finetune.settings import FinetuneSettings, learning_rates
+from electra.finetune.training import TrainPlan, single_task_plan
+from electra.precision import device_and_precision
+from electra.presets import finetune_defaults
+from electra.runtime.metrics_log import require_tensorboard
+from electra.settings import write_settings
+from electra.tasks import Task, get_task
+from electra.tasks.base import Example
+from electra.tokenizer import special_token_ids
+
+# Distillation hook: (task, training examples, their features) -> targets(batch, idx, progress)
+# that adds annealed teacher targets to a training batch (electra.multitask.distill).
+TargetsFactory = Callable[[Task, list[Example], list[dict]],
+                          Callable[[dict, list[int], float], dict]]
+
+
+@dataclass
+class SingleTaskJob:
+    """`finetune`'s part of the seed loop (a `SeedJob`): one task, one head, the same plan for
+    every seed, ranked by the task's primary metric."""
+
+    task: Task
+    train_plan: TrainPlan
+    eval_sets: dict[str, list[Example]]
+    tokenizer: object
+    settings: FinetuneSettings
+    device: torch.device
+    out: Path
+    model_dir: str | Path
+    resolved: dict  # the settings recorded with each kept model
+
+    def new_model(self, encoder: torch.nn.Module) -> FinetuneModel:
+        return FinetuneModel(encoder, self.task.head_kind, self.task.num_outputs,
+                             self.settings.dropout)
+
+    def plan(self) -> TrainPlan:
+        return self.train_plan
+
+    def evaluate(self, model: torch.nn.Module, seed: int) -> SeedScores:
+        scores, paths = evaluate_splits(model, self.task, self.eval_sets, self.tokenizer,
+                                        self.settings, self.device, self.out / f"seed{seed}")
+        return SeedScores(scores, paths, {f"dev_{k}": v for k, v in scores.items()},
+                          rank=scores[primary_key(self.task)])
+
+    def model_info(self, seed: int, scores: dict) -> dict:
+        return {"task": self.task.state(), "head_kind": self.task.head_kind,
+                "num_outputs": self.task.num_outputs, "source_model": str(self.model_dir),
+                "settings": self.resolved, "seed": seed, "scores": scores}
+
+
+def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_dir: str | Path,
+             settings: FinetuneSettings | None = None, show_progress: bool = False,
+             task: Task | None = None, teacher: TargetsFactory | None = None,
+             extra_info: dict | None = None) -> dict:
+    """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With
+    `teacher`, the targets are annealed mixtures of gold labels and a teacher's predictions
+    (Single->Single distillation); `extra_info` is recorded in results.json and the model."""
+    from electra.runtime.speed import configure_process_for_speed
+
+    settings = settings or FinetuneSettings()
+    settings.validate()
+    if settings.tensorboard:
+        require_tensorboard()
+    configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
+    task = task or get_task(task_name)
+    out = Path(out_dir)
+    device, precision = device_and_precision(settings.device, settings.precision)
+    settings = dataclasses.replace(settings, precision=precision)
+
+    encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
+    settings.check_model(encoder.config)
+    check_head(encoder.config, task.head_kind, task.num_outputs, single_task=True)
+    # Table 5.2, from the size's preset
+    size, lr, decay = learning_rates(settings, encoder.config.hidden_size, finetune_defaults)
+    epochs = settings.epochs if settings.epochs is not None else task.default_epochs
+    settings = dataclasses.replace(settings,
+                                   max_seq_len=settings.max_seq_len or task.default_max_seq_len)
+
+    train = train_examples_of(task, data_dir, settings)
+    eval_sets = eval_sets_of(task, data_dir, settings)
+    features = task.featurize(train, tokenizer, settings.max_seq_len)
+    pad_id = special_token_ids(tokenizer)["pad"]
+    plan = single_task_plan(task, features, settings, pad_id,
+                            teacher(task, train, features) if teacher else None)
+    out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
+
+    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
+    write_settings(out, {"finetune": used})
+    resolved = {**dataclasses.asdict(used), **(extra_info or {})}
+
+    job = SingleTaskJob(task, plan, eval_sets, tokenizer, settings, device, out, model_dir,
+                        resolved)
+    runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, epochs,
+                        show_progress)
+    results = task_results(task, runner.run(job), resolved, model_dir, data_dir, train,
+                           eval_sets, out)
+    write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+    return results
