@@ -51,7 +51,7 @@ class ObjectiveSpec(NamedTuple):
 # electra.objectives.base), so a new objective is one module and one line here.
 OBJECTIVES: dict[str, ObjectiveSpec] = {
     "electra": ObjectiveSpec("electra:ElectraObjective", ELECTRA_DEFAULTS),
-    "electra-15": ObjectiveSpec("electra:ElectraObjective", ELECTRA_DEFAULTS),
+    "electra-15": ObjectiveSpec("electra:Electra15Objective", ELECTRA_DEFAULTS),
     "mlm": ObjectiveSpec("mlm:MlmObjective", BERT_DEFAULTS),
     "replace-mlm": ObjectiveSpec("replace_mlm:ReplaceMlmObjective", ELECTRA_DEFAULTS),
     "all-tokens-mlm": ObjectiveSpec("replace_mlm:AllTokensMlmObjective", ELECTRA_DEFAULTS),
@@ -60,9 +60,54 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
     "teams": ObjectiveSpec("teams:TeamsObjective", TEAMS_DEFAULTS),
 }
 OBJECTIVE_NAMES = tuple(OBJECTIVES)
-GENERATOR_KINDS = ("mlm", "unigram", "uniform")
-SHARING_MODES = ("embeddings", "none", "all", "gdes")
-ALGORITHMS = ("joint", "two-stage", "adversarial")
+
+
+class GeneratorSpec(NamedTuple):
+    """A generator line (section 5.3.2). `sampler`: a network-free sampler's token weights, as
+    "module:function" in electra.objectives (imported only when used); None for the MLM
+    network, which trains beside the model and shares weights with it (`WEIGHT_SHARING`)."""
+
+    sampler: str | None = None
+
+    @property
+    def network(self) -> bool:
+        return self.sampler is None
+
+
+class SharingSpec(NamedTuple):
+    """A weight-sharing line (section 5.3.1): "module:function" in electra.objectives that
+    builds the MLM generator for the network it trains; `whole_encoder`: the generator's
+    encoder is that network's, so the two must be the same size."""
+
+    target: str
+    whole_encoder: bool = False
+
+
+# Where the ELECTRA family's replacements come from: an MLM generator, corpus token frequencies
+# ("unigram", section 5.3.2) or uniform over the vocabulary (the official uniform_generator).
+GENERATORS: dict[str, GeneratorSpec] = {
+    "mlm": GeneratorSpec(),
+    "unigram": GeneratorSpec("generators:unigram_weights"),
+    "uniform": GeneratorSpec("generators:uniform_weights"),
+}
+# What the MLM generator shares with the network it trains: the embedding module, nothing, the
+# whole encoder, or DeBERTa-V3's gradient-disentangled embedding sharing.
+WEIGHT_SHARING: dict[str, SharingSpec] = {
+    "embeddings": SharingSpec("generators:share_embeddings"),
+    "none": SharingSpec("generators:share_nothing"),
+    "all": SharingSpec("generators:share_encoder", whole_encoder=True),
+    "gdes": SharingSpec("generators:share_gdes"),
+}
+# The ELECTRA objective's training algorithms (sections 5.3.3-5.3.5), as "module:Class" in
+# electra.objectives: joint (the default), two-stage (5.3.3), adversarial (5.3.4).
+TRAINING_ALGORITHMS: dict[str, str] = {
+    "joint": "algorithms:Joint",
+    "two-stage": "algorithms:TwoStage",
+    "adversarial": "algorithms:Adversarial",
+}
+GENERATOR_KINDS = tuple(GENERATORS)
+SHARING_MODES = tuple(WEIGHT_SHARING)
+ALGORITHMS = tuple(TRAINING_ALGORITHMS)
 DISC_BIAS_INITS = ("zero", "base-rate")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from typing import Any
 
 from electra.config import OBJECTIVES, ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
@@ -26,17 +27,23 @@ from electra.objectives.masking import SpecialIds
 REGISTRY = OBJECTIVES
 
 
+def load_target(target: str) -> Any:
+    """A registry line's "module:name" in this package (`electra.config`'s registries name
+    their implementations so, to stay torch-free), imported on first use."""
+    module_name, attr = target.split(":")
+    return getattr(importlib.import_module(f"electra.objectives.{module_name}"), attr)
+
+
 def objective_class(name: str) -> type[Objective]:
     if name not in REGISTRY:
         raise ElectraError(f"unknown objective {name!r}; choose one of {', '.join(REGISTRY)}")
-    module_name, class_name = REGISTRY[name].target.split(":")
+    target = REGISTRY[name].target
     try:
-        module = importlib.import_module(f"electra.objectives.{module_name}")
+        return load_target(target)
     except ModuleNotFoundError as e:
-        if e.name != f"electra.objectives.{module_name}":
+        if e.name != f"electra.objectives.{target.split(':')[0]}":
             raise
         raise ElectraError(f"objective {name!r} is not implemented yet") from None
-    return getattr(module, class_name)
 
 
 def build_objective(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
@@ -77,5 +84,5 @@ def metrics_from_counts(counts: dict[str, float], objective: str | None = None
 
 
 __all__ = ["REGISTRY", "Objective", "ObjectiveContext", "ObjectiveOutput", "SpecialIds",
-           "build_objective", "metrics_from_counts", "objective_class",
+           "build_objective", "load_target", "metrics_from_counts", "objective_class",
            "objective_step_flops", "resolved"]

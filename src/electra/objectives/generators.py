@@ -1,6 +1,8 @@
 """Generators and how they share weights with the model they train (dissertation 5.3.1-5.3.2).
 
-Shared by the ELECTRA family (electra, electra-15, replace-mlm, all-tokens-mlm):
+Shared by the ELECTRA family (electra, electra-15, replace-mlm, all-tokens-mlm). The kinds and
+the sharing modes are registries in electra.config (GENERATORS, WEIGHT_SHARING), whose lines name
+the functions here:
 
 - an MLM generator of any width multiplier (1.0 included) and depth (`generator_layers`);
 - network-free samplers: "unigram" (corpus token frequencies, section 5.3.2) and "uniform"
@@ -23,10 +25,11 @@ from torch import nn
 from torch.func import functional_call
 
 from electra import flops
-from electra.config import ModelConfig, ObjectiveConfig
+from electra.config import GENERATORS, WEIGHT_SHARING, ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Embeddings
 from electra.model.networks import Discriminator, Generator
+from electra.objectives import load_target
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.masking import SpecialIds, categorical_sample, non_special_ids
 
@@ -44,7 +47,7 @@ def mlm_generator_config(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig
                          ) -> ModelConfig | None:
     """The ELECTRA family's generator network (`Objective.generator_model_config`): the MLM
     generator's config, None for a network-free sampler."""
-    return generator_config(model_cfg, obj_cfg) if obj_cfg.generator == "mlm" else None
+    return generator_config(model_cfg, obj_cfg) if GENERATORS[obj_cfg.generator].network else None
 
 
 def same_size(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> bool:
@@ -65,14 +68,15 @@ def check_modern_sharing(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> No
 
 def check_generator_options(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
     """Combinations that cannot work, as ElectraError naming the fields."""
-    if obj_cfg.generator != "mlm" and obj_cfg.sharing != "embeddings":
+    if not GENERATORS[obj_cfg.generator].network and obj_cfg.sharing != "embeddings":
         raise ElectraError(f"objective.sharing={obj_cfg.sharing!r} needs objective.generator="
                            f"'mlm' (a {obj_cfg.generator} sampler has no weights to share)")
     check_modern_sharing(model_cfg, obj_cfg)
-    if obj_cfg.sharing == "all" and not same_size(model_cfg, obj_cfg):
+    if WEIGHT_SHARING[obj_cfg.sharing].whole_encoder and not same_size(model_cfg, obj_cfg):
         raise ElectraError(
-            "objective.sharing='all' ties every encoder weight, so the generator must be the "
-            "model's size: objective.generator_multiplier=1.0 and objective.generator_layers "
+            f"objective.sharing={obj_cfg.sharing!r} ties every encoder weight, so the generator "
+            "must be the model's size: objective.generator_multiplier=1.0 and "
+            "objective.generator_layers "
             f"unset or {model_cfg.num_hidden_layers} (got {obj_cfg.generator_multiplier}, "
             f"{obj_cfg.generator_layers})")
 
@@ -114,26 +118,36 @@ class TokenSampler(nn.Module):
         return self.log_probs.unsqueeze(0).expand(count, -1)
 
 
+def uniform_weights(allowed: torch.Tensor, context: ObjectiveContext) -> torch.Tensor:
+    """"uniform": every allowed token alike."""
+    return allowed.double()
+
+
+def unigram_weights(allowed: torch.Tensor, context: ObjectiveContext) -> torch.Tensor:
+    """"unigram": the allowed tokens' corpus frequencies (section 5.3.2)."""
+    if context.token_counts is None:
+        raise ElectraError("objective.generator='unigram' needs corpus token counts (the "
+                           "training data's token_counts)")
+    counts = torch.as_tensor(context.token_counts(), dtype=torch.float64)
+    if counts.shape != allowed.shape:
+        raise ElectraError(f"objective.generator='unigram': token counts have shape "
+                           f"{tuple(counts.shape)}, expected ({allowed.shape[0]},)")
+    weights = counts.clamp(min=0) * allowed
+    if not weights.sum() > 0:
+        raise ElectraError("objective.generator='unigram': the corpus has no non-special "
+                           "tokens to sample from")
+    return weights
+
+
 def build_sampler(kind: str, vocab_size: int, special: SpecialIds,
                   context: ObjectiveContext) -> TokenSampler:
+    """The network-free sampler `kind` (a `GENERATORS` line with token weights)."""
+    spec = GENERATORS.get(kind)
+    if spec is None or spec.sampler is None:
+        raise ElectraError(f"objective.generator={kind!r} is not a network-free sampler")
     allowed = torch.zeros(vocab_size, dtype=torch.bool)
     allowed[non_special_ids(vocab_size, special)] = True
-    if kind == "uniform":
-        weights = allowed.double()
-    elif kind == "unigram":
-        if context.token_counts is None:
-            raise ElectraError("objective.generator='unigram' needs corpus token counts (the "
-                               "training data's token_counts)")
-        counts = torch.as_tensor(context.token_counts(), dtype=torch.float64)
-        if counts.shape != (vocab_size,):
-            raise ElectraError(f"objective.generator='unigram': token counts have shape "
-                               f"{tuple(counts.shape)}, expected ({vocab_size},)")
-        weights = counts.clamp(min=0) * allowed
-        if not weights.sum() > 0:
-            raise ElectraError("objective.generator='unigram': the corpus has no non-special "
-                               "tokens to sample from")
-    else:
-        raise ElectraError(f"objective.generator={kind!r} is not a network-free sampler")
+    weights = load_target(spec.sampler)(allowed, context)
     return TokenSampler(torch.log(weights / weights.sum()))
 
 
@@ -172,25 +186,40 @@ class GdesEmbeddings(nn.Module):
         return plain
 
 
+def share_embeddings(main: Discriminator | Generator, gen_cfg: ModelConfig) -> Generator:
+    """"embeddings": token/position/type embeddings and the embedding LayerNorm are one module
+    (section 5.3.1; the generator adds an E -> H_gen projection when its width differs)."""
+    return Generator(gen_cfg, embeddings=main.electra.embeddings)
+
+
+def share_nothing(main: Discriminator | Generator, gen_cfg: ModelConfig) -> Generator:
+    """"none": separate embeddings."""
+    return Generator(gen_cfg)
+
+
+def share_encoder(main: Discriminator | Generator, gen_cfg: ModelConfig) -> Generator:
+    """"all": the generator's encoder IS main's encoder (same size required); only the MLM head
+    is its own."""
+    generator = Generator(gen_cfg)
+    generator.electra = main.electra
+    return generator
+
+
+def share_gdes(main: Discriminator | Generator, gen_cfg: ModelConfig) -> Generator:
+    """"gdes": the generator owns the embeddings and main's become GdesEmbeddings over them
+    (main's own embedding module is replaced)."""
+    generator = Generator(gen_cfg)
+    main.electra.embeddings = GdesEmbeddings(generator.electra.embeddings)
+    return generator
+
+
 def attach_generator(main: Discriminator | Generator, model_cfg: ModelConfig,
                      obj_cfg: ObjectiveConfig) -> Generator:
-    """Build the MLM generator for `main` (the network to fine-tune) with `obj_cfg.sharing`.
-
-    "embeddings": token/position/type embeddings and the embedding LayerNorm are one module
-    (section 5.3.1; the generator adds an E -> H_gen projection when its width differs).
-    "none": separate embeddings. "all": the generator's encoder IS main's encoder (same size
-    required); only the MLM head is its own. "gdes": the generator owns the embeddings and
-    main's become GdesEmbeddings over them (main's own embedding module is replaced)."""
+    """Build the MLM generator for `main` (the network to fine-tune) with `obj_cfg.sharing`
+    (its `WEIGHT_SHARING` line)."""
     check_generator_options(model_cfg, obj_cfg)
     gen_cfg = generator_config(model_cfg, obj_cfg)
-    if obj_cfg.sharing == "embeddings":
-        return Generator(gen_cfg, embeddings=main.electra.embeddings)
-    generator = Generator(gen_cfg)
-    if obj_cfg.sharing == "all":
-        generator.electra = main.electra
-    elif obj_cfg.sharing == "gdes":
-        main.electra.embeddings = GdesEmbeddings(generator.electra.embeddings)
-    return generator
+    return load_target(WEIGHT_SHARING[obj_cfg.sharing].target)(main, gen_cfg)
 
 
 def generator_or_sampler(main: Discriminator | Generator, model_cfg: ModelConfig,
@@ -198,7 +227,7 @@ def generator_or_sampler(main: Discriminator | Generator, model_cfg: ModelConfig
                          ) -> tuple[Generator | None, TokenSampler | None]:
     """Where the ELECTRA family's replacements come from: (an MLM generator attached to `main`
     with `obj_cfg.sharing`, None) or (None, a network-free sampler)."""
-    if obj_cfg.generator == "mlm":
+    if GENERATORS[obj_cfg.generator].network:
         return attach_generator(main, model_cfg, obj_cfg), None
     context = context or ObjectiveContext()
     return None, build_sampler(obj_cfg.generator, model_cfg.vocab_size, context.special, context)
@@ -242,14 +271,9 @@ def masked_log_probs(logits: torch.Tensor, temperature: float,
 def generator_step_flops(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig, batch_size: int,
                          seq_len: int, passes: int = flops.TRAIN_PASSES) -> dict[str, float]:
     """FLOPs of the generator per step: an MLM generator's embeddings, layers (its own depth)
-    and head on the masked positions; nothing for a network-free sampler (unigram/uniform);
-    plus the adversarial baseline's sigmoid layer (section 5.3.4)."""
+    and head on the masked positions; nothing for a network-free sampler (unigram/uniform)."""
     gen = mlm_generator_config(model_cfg, obj_cfg)
     if gen is None:
         return {}
     frac = flops.output_frac_for(obj_cfg.mask_prob)
-    out = flops.mlm_model_breakdown("generator", gen, batch_size, seq_len, frac, passes)
-    if obj_cfg.algorithm == "adversarial":
-        out["generator.baseline"] = (passes * batch_size * frac * seq_len
-                                     * (2 * gen.hidden_size + 1 + 4))
-    return out
+    return flops.mlm_model_breakdown("generator", gen, batch_size, seq_len, frac, passes)

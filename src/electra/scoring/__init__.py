@@ -12,9 +12,9 @@ from typing import Any
 
 # name -> the module of this package that defines it
 _EXPORTS = {
-    "detect_scorer": "load", "load_scorer": "load",
+    "SCORER_NAMES": "load", "detect_scorer": "load", "load_scorer": "load",
     "evaluate_minimal_pairs": "minimal_pairs", "read_minimal_pairs": "minimal_pairs",
-    "SCORER_NAMES": "pll", "ElectraTTScorer": "pll", "ElectricScorer": "pll",
+    "ElectraTTScorer": "pll", "ElectricScorer": "pll",
     "MlmScorer": "pll", "PllScorer": "pll", "ScoredText": "pll", "TwoTowerScorer": "pll",
     "LAMBDA_GRID": "rerank", "read_nbest": "rerank", "run_rerank": "rerank",
     "word_error_rate": "rerank",

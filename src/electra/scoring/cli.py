@@ -15,7 +15,7 @@ def add_parsers(sub) -> None:
 
 
 def _scorer_names() -> tuple[str, ...]:
-    from electra.scoring.pll import SCORER_NAMES
+    from electra.scoring.load import SCORER_NAMES
 
     return SCORER_NAMES
 

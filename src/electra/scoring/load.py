@@ -9,7 +9,10 @@ two-tower generator).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,7 +28,6 @@ from electra.model.modern_hf import is_modern_discriminator
 from electra.model.networks import Discriminator, Generator
 from electra.objectives import REGISTRY, objective_class
 from electra.scoring.pll import (
-    SCORER_NAMES,
     ElectraTTScorer,
     ElectricScorer,
     MlmScorer,
@@ -34,6 +36,9 @@ from electra.scoring.pll import (
 )
 from electra.settings import read_run
 from electra.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 MLM_ARCHITECTURES = ("ElectraForMaskedLM", "BertForMaskedLM", "ModernBertForMaskedLM")
 DEFAULT_MASK_PROB = 0.15  # Table 5.1, all sizes but Large
@@ -153,28 +158,70 @@ def load_scorer(model_dir: str | Path, generator_dir: str | Path | None = None,
     """A ready scorer. `scorer` overrides what the metadata says; `mask_prob` (ELECTRA-TT's
     k / n) defaults to the training run's, else 0.15; `positives`: see `tt_noise_ratio`."""
     name = scorer or detect_scorer(model_dir)
-    if name not in SCORER_NAMES:
+    if name not in SCORERS:
         raise ElectraError(f"unknown scorer {name!r}; choose one of {', '.join(SCORER_NAMES)}")
-    tokenizer = load_tokenizer(model_dir)
-    if name == "mlm":
-        model = load_mlm(model_dir)
-        return MlmScorer(model, tokenizer, model.config.max_position_embeddings, device, bf16)
-    if name == "two-tower":
-        gen = load_two_tower_generator(model_dir)
-        return TwoTowerScorer(gen, tokenizer, gen.config.max_position_embeddings, device, bf16)
-    disc = load_pretrained(model_dir)
-    if not isinstance(disc, Discriminator):
-        raise ElectraError(f"{model_dir}: scorer {name!r} needs an ElectraForPreTraining "
-                           "discriminator")
-    max_len = disc.config.max_position_embeddings
-    if name == "electric":
-        return ElectricScorer(disc, tokenizer, max_len, device, bf16)
-    if generator_dir is None:
-        sibling = Path(model_dir).parent / "generator"
-        raise ElectraError(f"{model_dir}: ELECTRA-TT scoring needs the two-tower generator: "
+    request = ScorerRequest(model_dir, name, load_tokenizer(model_dir), generator_dir,
+                            device, bf16, mask_prob, positives)
+    return SCORERS[name](request)
+
+
+@dataclass
+class ScorerRequest:
+    """What `load_scorer` was asked for, as each scorer's builder reads it."""
+
+    model_dir: str | Path
+    name: str
+    tokenizer: Tokenizer
+    generator_dir: str | Path | None
+    device: str | torch.device
+    bf16: bool
+    mask_prob: float | None
+    positives: str
+
+    def discriminator(self) -> Discriminator:
+        disc = load_pretrained(self.model_dir)
+        if not isinstance(disc, Discriminator):
+            raise ElectraError(f"{self.model_dir}: scorer {self.name!r} needs an "
+                               "ElectraForPreTraining discriminator")
+        return disc
+
+
+def mlm_scorer(r: ScorerRequest) -> PllScorer:
+    model = load_mlm(r.model_dir)
+    return MlmScorer(model, r.tokenizer, model.config.max_position_embeddings, r.device, r.bf16)
+
+
+def electric_scorer(r: ScorerRequest) -> PllScorer:
+    disc = r.discriminator()
+    return ElectricScorer(disc, r.tokenizer, disc.config.max_position_embeddings, r.device,
+                          r.bf16)
+
+
+def electra_tt_scorer(r: ScorerRequest) -> PllScorer:
+    disc = r.discriminator()
+    if r.generator_dir is None:
+        sibling = Path(r.model_dir).parent / "generator"
+        raise ElectraError(f"{r.model_dir}: ELECTRA-TT scoring needs the two-tower generator: "
                            f"pass --generator DIR (e.g. {sibling})")
-    generator = load_two_tower_generator(generator_dir)
+    generator = load_two_tower_generator(r.generator_dir)
+    mask_prob = r.mask_prob
     if mask_prob is None:
-        mask_prob = training_mask_prob(model_dir) or DEFAULT_MASK_PROB
-    return ElectraTTScorer(disc, generator, tokenizer, max_len, mask_prob, device, bf16,
-                           positives)
+        mask_prob = training_mask_prob(r.model_dir) or DEFAULT_MASK_PROB
+    return ElectraTTScorer(disc, generator, r.tokenizer, disc.config.max_position_embeddings,
+                           mask_prob, r.device, r.bf16, r.positives)
+
+
+def two_tower_scorer(r: ScorerRequest) -> PllScorer:
+    gen = load_two_tower_generator(r.model_dir)
+    return TwoTowerScorer(gen, r.tokenizer, gen.config.max_position_embeddings, r.device,
+                          r.bf16)
+
+
+# The scorers by name (`--scorer`), each with its builder.
+SCORERS: dict[str, Callable[[ScorerRequest], PllScorer]] = {
+    "mlm": mlm_scorer,
+    "electric": electric_scorer,
+    "electra-tt": electra_tt_scorer,
+    "two-tower": two_tower_scorer,
+}
+SCORER_NAMES = tuple(SCORERS)

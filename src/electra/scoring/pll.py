@@ -29,8 +29,6 @@ from tqdm import tqdm
 from electra.errors import ElectraError
 from electra.tokenizer import special_token_ids
 
-SCORER_NAMES = ("mlm", "electric", "electra-tt", "two-tower")
-
 
 @dataclass
 class ScoredText:
