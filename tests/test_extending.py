@@ -1,5 +1,6 @@
 """docs/extending.md's worked examples, run as written: a new objective (one module and one
-registry line), a GLUE-shaped task (one record) and a preset of a new size (one record)."""
+registry line), a GLUE-shaped task (one record), a preset of a new size (one record) and an
+encoder architecture (one module registering one record)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,22 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
 import torch
 from cvt_helpers import TINY
 from safetensors.torch import load_file
 
-from electra import config, flops, presets
+from electra import architectures, config, flops, presets
 from electra.cli import main
-from electra.config import PretrainConfig, merge
+from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.cvt.tasks import CVTTask
 from electra.data.dataset import PretrainingDataset
+from electra.errors import ElectraError
+from electra.finetune.heads import FinetuneModel
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
-from electra.model.hf import to_hf_state_dict
+from electra.model.hf import save_pretrained, to_hf_state_dict
+from electra.objectives import build_objective, objective_step_flops
 from electra.pretrain.flops_report import main_flops
 from electra.pretrain.init_from import adopt_checkpoint, find_source
 from electra.pretrain.loop import pretrain
@@ -39,7 +44,7 @@ def registry_entry(fragment: str, namespace: dict) -> dict:
 
 
 def test_the_guide_has_its_examples():
-    assert len(python_blocks()) == 5
+    assert len(python_blocks()) == 6
 
 
 def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_path):
@@ -160,3 +165,44 @@ def test_new_preset_is_one_record(monkeypatch):
     assert presets.finetune_defaults("medium") == (2e-4, 0.8)
     assert presets.multitask_defaults("medium") == (2e-4, 0.9)
     assert presets.infer_size(512) == "medium" and presets.infer_size(768) == "base"
+
+
+def test_new_architecture_is_one_record(monkeypatch, tmp_path):
+    monkeypatch.setattr(architectures, "ARCHITECTURES", dict(architectures.ARCHITECTURES))
+    module = types.ModuleType("prenorm")
+    exec(compile(python_blocks()[5], str(GUIDE), "exec"), module.__dict__)  # noqa: S102
+    sizes = {"vocab_size": 90, "embedding_size": 32, "hidden_size": 32, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+    cfg, bert = ModelConfig(architecture="prenorm", **sizes), ModelConfig(**sizes)
+    cfg.validate()
+
+    torch.manual_seed(0)
+    ids = torch.randint(5, 90, (4, 24))
+    mask = torch.ones_like(ids)
+    mask[1, 18:] = 0
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
+    for name in ("electra", "electric", "teams", "mlm"):
+        obj_cfg = ObjectiveConfig(name=name, generator_multiplier=0.5)
+        objective = build_objective(cfg, obj_cfg)
+        optimizer = torch.optim.AdamW(objective.parameters(), lr=1e-3)
+        before = {k: v.clone() for k, v in objective.state_dict().items()}
+        loss = objective(batch).loss
+        loss.backward()
+        optimizer.step()
+        assert torch.isfinite(loss)
+        assert any(not torch.equal(v, objective.state_dict()[k]) for k, v in before.items())
+        encoders = [m for m in objective.modules() if isinstance(m, module.PreNormEncoder)]
+        assert encoders and all(isinstance(layer, module.PreNormLayer)
+                                for e in encoders for layer in e.layers)
+        # its FLOPs: the BERT architecture's plus a LayerNorm after the last layer
+        # (5 per element, as every LayerNorm with a bias), in each network but TEAMS', whose
+        # extra layer carries one more
+        step = sum(objective_step_flops(cfg, obj_cfg, 4, 24).values())
+        assert step > sum(objective_step_flops(bert, obj_cfg, 4, 24).values())
+
+    assert flops.encoder_flops(cfg, 24) == flops.encoder_flops(bert, 24) + 5 * 32 * 24
+    encoder = module.PreNormEncoder(cfg)
+    assert flops.encoder_params(cfg) == sum(p.numel() for p in encoder.parameters())
+    assert isinstance(FinetuneModel(encoder, "sequence", 3).task_head.out, torch.nn.Linear)
+    with pytest.raises(ElectraError, match="'prenorm' architecture has no transformers"):
+        save_pretrained(objective.model, tmp_path / "mlm")

@@ -223,8 +223,9 @@ def test_building_the_parser_imports_no_torch():
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
         "electra", "electra.errors", "electra.fileutil", "electra.device", "electra.precision",
-        "electra.model_config", "electra.presets", "electra.config", "electra.tokenizer",
-        "electra.tagschemes", "electra.flops", "electra.cli_support", "electra.settings"})),
+        "electra.architectures", "electra.model_config", "electra.presets", "electra.config",
+        "electra.tokenizer", "electra.tagschemes", "electra.flops", "electra.cli_support",
+        "electra.settings"})),
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),

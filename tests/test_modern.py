@@ -237,7 +237,7 @@ def test_released_modernbert_pooling_is_read_where_it_matters():
     classifier reads it, so an MLM checkpoint with it loads, and a classifier does not."""
     data = modernbert_config(modern_config(), "ModernBertForMaskedLM") | {
         "classifier_pooling": "mean"}
-    assert model_config_from_hf(data).is_modern
+    assert model_config_from_hf(data).architecture == "modern"
     data["architectures"] = ["ModernBertForSequenceClassification"]
     with pytest.raises(ElectraError, match="classifier_pooling='mean'"):
         model_config_from_hf(data)
@@ -371,7 +371,7 @@ def test_every_objective_trains_it(tmp_path, data_dir, objective):
     final = tmp_path / "run" / "final"
     main = final / ("discriminator" if (final / "discriminator").is_dir() else "model")
     model = load_pretrained(main)
-    assert model.config.is_modern and len(model.electra.layers) == 4
+    assert model.config.architecture == "modern" and len(model.electra.layers) == 4
 
 
 def test_init_from_a_transformers_checkpoint(tmp_path, data_dir):
@@ -395,7 +395,7 @@ def test_init_from_a_transformers_checkpoint(tmp_path, data_dir):
         source = find_source(tmp_path / "hf", generator_dir, "electra")
         cfg = PretrainConfig.from_preset("tiny-modern")
         adopt_checkpoint(cfg, source)
-        assert cfg.model.is_modern and cfg.model.num_hidden_layers == 4
+        assert cfg.model.architecture == "modern" and cfg.model.num_hidden_layers == 4
         assert cfg.objective.generator_layers == (2 if generator_dir is None else None)
         objective = build_objective(cfg.model, cfg.objective)
         load_weights(objective, source)

@@ -33,7 +33,7 @@ def test_modern_presets_keep_their_sizes_width_and_training():
     architecture, and a generator as wide and half as deep (DeBERTa-V3)."""
     for size in ("tiny", "small", "base"):
         bert, modern = PRESETS[size], PRESETS[f"{size}-modern"]
-        assert modern.variant_of == size and modern.model.is_modern
+        assert modern.variant_of == size and modern.model.architecture == "modern"
         assert (modern.model.hidden_size, modern.model.num_attention_heads) == (
             bert.model.hidden_size, bert.model.num_attention_heads)
         assert modern.model.intermediate_size * 2 == 3 * modern.model.hidden_size

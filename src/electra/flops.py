@@ -24,6 +24,10 @@ the cos/sin tables once per forward), windowed attention (only the query-key pai
 window), GeGLU (the GELU on half of Wi's output, then a product with the other half), a final
 LayerNorm, and dropout only where its probability is above zero (ModernBERT trains without).
 
+What differs between architectures is each one's record (`electra.architectures`): its
+`flops` (an `EncoderCount`: the embeddings, each layer, the encoder's parameters), and its
+`biases` and `final_norm`, from which the heads and the norm after the last layer are counted.
+
 This module holds the rules only. Each objective composes them in its `step_flops_breakdown`
 (`electra.objectives.objective_step_flops`, which the training loop logs), and
 `electra.pretrain.flops_report.main_flops` is the `electra flops` command.
@@ -31,6 +35,10 @@ This module holds the rules only. Each objective composes them in its `step_flop
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
+from electra.architectures import Architecture
 from electra.config import ModelConfig
 from electra.errors import ElectraError
 
@@ -50,11 +58,34 @@ def _dropout(p: float) -> int:
     return DROPOUT_FLOPS if p > 0 else 0
 
 
+class EncoderCount(NamedTuple):
+    """What an architecture's count differs in (its record's `flops`): forward FLOPs of the
+    embeddings (model, seq_len) and of layer `index` (model, seq_len, index) for one sequence,
+    and the parameters of the embeddings and layers (model; the final norm's are added from the
+    record's `final_norm`)."""
+
+    embeddings: Callable[[ModelConfig, int], float]
+    layer: Callable[[ModelConfig, int, int], float]
+    params: Callable[[ModelConfig], int]
+
+
+def _count(model: ModelConfig) -> EncoderCount:
+    return model.arch.load("flops")
+
+
+def _norm_flops(arch: Architecture) -> int:
+    """Per element of a LayerNorm: with its shift, or without (no biases)."""
+    return LAYER_NORM_FLOPS if arch.biases else LAYER_NORM_NO_BIAS_FLOPS
+
+
 def embedding_flops(model: ModelConfig, seq_len: int) -> float:
     """Forward FLOPs of the input embeddings for one sequence, including the E->H projection
     (the modern architecture's: the lookup, its LayerNorm and the rotary tables)."""
-    if model.is_modern:
-        return _modern_embedding_flops(model, seq_len)
+    return _count(model).embeddings(model, seq_len)
+
+
+def bert_embedding_flops(model: ModelConfig, seq_len: int) -> float:
+    """The BERT architecture's `embedding_flops`."""
     e, h, v = model.embedding_size, model.hidden_size, model.vocab_size
     per_token = (
         2 * e * v  # word lookup as a one-hot multiply
@@ -69,7 +100,7 @@ def embedding_flops(model: ModelConfig, seq_len: int) -> float:
 
 
 def layer_flops(model: ModelConfig, seq_len: int) -> float:
-    """Forward FLOPs of one Transformer layer for one sequence."""
+    """Forward FLOPs of one Transformer layer of the BERT architecture for one sequence."""
     h, i, heads, s = model.hidden_size, model.intermediate_size, model.num_attention_heads, seq_len
     attention = (
         3 * 2 * h * h + 3 * h  # query, key, value projections and biases
@@ -87,17 +118,22 @@ def layer_flops(model: ModelConfig, seq_len: int) -> float:
     return float((attention + ffn) * s)
 
 
-def layer_flops_at(model: ModelConfig, seq_len: int, index: int) -> float:
-    """Forward FLOPs of layer `index` for one sequence (the modern architecture's layers differ:
-    windowed or global, the first without an attention norm)."""
-    if model.is_modern:
-        return modern_layer_flops(model, seq_len, index)
+def bert_layer_flops_at(model: ModelConfig, seq_len: int, index: int) -> float:
+    """`layer_flops`: every layer of the BERT architecture is alike."""
     return layer_flops(model, seq_len)
 
 
+def layer_flops_at(model: ModelConfig, seq_len: int, index: int) -> float:
+    """Forward FLOPs of layer `index` for one sequence (the modern architecture's layers differ:
+    windowed or global, the first without an attention norm)."""
+    return _count(model).layer(model, seq_len, index)
+
+
 def final_norm_flops(model: ModelConfig, seq_len: int) -> float:
-    """The modern architecture's LayerNorm after the last layer (the BERT one has none)."""
-    return float(LAYER_NORM_NO_BIAS_FLOPS * model.hidden_size * seq_len) if model.is_modern else 0.0
+    """The LayerNorm after the last layer, where the architecture has one (the modern one; the
+    BERT one has none)."""
+    arch = model.arch
+    return float(_norm_flops(arch) * model.hidden_size * seq_len) if arch.final_norm else 0.0
 
 
 def layers_flops(model: ModelConfig, seq_len: int) -> float:
@@ -120,7 +156,7 @@ def attended_pairs(seq_len: int, half_window: int | None) -> int:
                for i in range(seq_len))
 
 
-def _modern_embedding_flops(model: ModelConfig, seq_len: int) -> float:
+def modern_embedding_flops(model: ModelConfig, seq_len: int) -> float:
     h, v = model.hidden_size, model.vocab_size
     per_token = (2 * h * v  # word lookup as a one-hot multiply
                  + LAYER_NORM_NO_BIAS_FLOPS * h + _dropout(model.hidden_dropout_prob) * h)
@@ -154,11 +190,11 @@ def modern_layer_flops(model: ModelConfig, seq_len: int, index: int) -> float:
 def mlm_head_flops(model: ModelConfig, seq_len: int, output_frac: float) -> float:
     """Forward FLOPs of the MLM output; only `output_frac` of positions are predicted."""
     e, h, v = model.embedding_size, model.hidden_size, model.vocab_size
-    modern = model.is_modern
+    arch = model.arch
     per_token = (
-        2 * h * e + (0 if modern else e)  # dense H->E and bias
+        2 * h * e + (e if arch.biases else 0)  # dense H->E and bias
         + ACTIVATION_FLOPS * e
-        + (LAYER_NORM_NO_BIAS_FLOPS if modern else LAYER_NORM_FLOPS) * e
+        + _norm_flops(arch) * e
         + 2 * e * v  # logits with the tied E x V embedding matrix
         + SOFTMAX_FLOPS * v
         + 2 * v  # picking out the target word's log-probability
@@ -167,11 +203,12 @@ def mlm_head_flops(model: ModelConfig, seq_len: int, output_frac: float) -> floa
 
 
 def binary_head_flops(model: ModelConfig, seq_len: int) -> float:
-    """Forward FLOPs of the replaced-token-detection head; it scores every position. The
-    modern architecture's has no bias in its dense layer and a LayerNorm after the GELU."""
+    """Forward FLOPs of the replaced-token-detection head; it scores every position. Without
+    biases (the modern architecture) it is ModernBERT's: no bias in its dense layer, and a
+    LayerNorm after the GELU."""
     h = model.hidden_size
     per_token = 2 * h * h + h + ACTIVATION_FLOPS * h + 2 * h
-    if model.is_modern:
+    if not model.arch.biases:
         per_token += LAYER_NORM_NO_BIAS_FLOPS * h - h
     return float(per_token * seq_len)
 
@@ -186,12 +223,13 @@ def encoder_params(model: ModelConfig) -> int:
     The modern architecture's, as ModernBertModel's: word embeddings and their LayerNorm, the
     layers (no biases; the first without an attention norm), the final LayerNorm.
     """
-    if model.is_modern:
-        h, i = model.hidden_size, model.intermediate_size
-        layer = 4 * h * h + 3 * h * i + 2 * h  # QKV, Wo, Wi (2I), Wo; two norms
-        embeddings = model.vocab_size * h + h  # and their LayerNorm
-        first_layer_norm, final_norm = h, h  # the one layer 0 lacks, the one after the last
-        return embeddings + model.num_hidden_layers * layer - first_layer_norm + final_norm
+    arch = model.arch
+    final_norm = model.hidden_size * (2 if arch.biases else 1) if arch.final_norm else 0
+    return _count(model).params(model) + final_norm
+
+
+def bert_params(model: ModelConfig) -> int:
+    """The BERT architecture's `encoder_params`."""
     e, h, i = model.embedding_size, model.hidden_size, model.intermediate_size
     embeddings = (model.vocab_size + model.max_position_embeddings + model.type_vocab_size) * e
     embeddings += 2 * e  # LayerNorm
@@ -200,6 +238,19 @@ def encoder_params(model: ModelConfig) -> int:
     layer = 4 * (h * h + h) + 2 * h  # Q, K, V, output; LayerNorm
     layer += h * i + i + i * h + h + 2 * h  # FFN; LayerNorm
     return embeddings + model.num_hidden_layers * layer
+
+
+def modern_params(model: ModelConfig) -> int:
+    """The modern architecture's embeddings and layers (`encoder_params` adds the final norm)."""
+    h, i = model.hidden_size, model.intermediate_size
+    layer = 4 * h * h + 3 * h * i + 2 * h  # QKV, Wo, Wi (2I), Wo; two norms
+    embeddings = model.vocab_size * h + h  # and their LayerNorm
+    first_layer_norm = h  # the one layer 0 lacks
+    return embeddings + model.num_hidden_layers * layer - first_layer_norm
+
+
+BERT_COUNT = EncoderCount(bert_embedding_flops, bert_layer_flops_at, bert_params)
+MODERN_COUNT = EncoderCount(modern_embedding_flops, modern_layer_flops, modern_params)
 
 
 def check_counting(model: ModelConfig, steps: int, batch_size: int, seq_len: int) -> None:

@@ -160,7 +160,8 @@ def infer_size(hidden_size: int) -> str:
 
 def infer_preset(model: ModelConfig) -> str:
     """The preset whose recipe continues a checkpoint of shape `model` (`--init-from` without
-    `--preset`): its size by width (`infer_size`), the modern variant for that architecture."""
+    `--preset`): its size by width (`infer_size`), and of that size the variant named after the
+    architecture ("SIZE-ARCHITECTURE", e.g. `tiny-modern`) where there is one."""
     size = infer_size(model.hidden_size)
-    modern = f"{size}-modern"
-    return modern if model.is_modern and modern in PRESETS else size
+    variant = f"{size}-{model.architecture}"
+    return variant if variant in PRESETS else size

@@ -15,17 +15,15 @@ from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel
 from electra.finetune.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
-from electra.model.encoder import Encoder
 from electra.model.hf import (
     architecture_of,
+    is_discriminator,
     load_encoder,
     load_pretrained,
     read_config_json,
     write_model_files,
 )
-from electra.model.modern import ModernEncoder
-from electra.model.modern_hf import is_modern_discriminator
-from electra.model.networks import Discriminator, Generator
+from electra.model.networks import Discriminator
 from electra.model.task_heads import serving_outputs
 from electra.tokenizer import special_token_ids
 
@@ -92,8 +90,8 @@ def load_served(model_dir: str | Path, task: str | None = None) -> Served:
                            f"fine-tuned model (no {FINETUNE_FILE})")
     raw = read_config_json(model_dir)
     arch = architecture_of(raw)
-    if arch in ("ElectraForPreTraining", "ElectraForMaskedLM", "BertForMaskedLM",
-                "ModernBertForMaskedLM") or is_modern_discriminator(raw):
+    if arch in ("ElectraForMaskedLM", "BertForMaskedLM", "ModernBertForMaskedLM") \
+            or is_discriminator(raw):
         loaded: nn.Module = load_pretrained(model_dir)
         kind = "discriminator" if isinstance(loaded, Discriminator) else "generator"
     elif arch in ("ElectraModel", "BertModel", "ModernBertModel", ""):
@@ -101,7 +99,6 @@ def load_served(model_dir: str | Path, task: str | None = None) -> Served:
     else:
         raise ElectraError(f"{model_dir}: architecture {arch!r} is not a model electra serves "
                            "(a discriminator, generator, encoder or fine-tuned model)")
-    assert isinstance(loaded, (Discriminator, Generator, Encoder, ModernEncoder))
     return Served(ServingModel(loaded, kind, None).eval(), kind, output_names(kind), None)
 
 

@@ -2,17 +2,21 @@
 `electra.model.task_heads` and `electra.model.squad_head`, kept portable for export).
 
 Every head takes (hidden states, batch) and splits its batched output into per-feature rows
-(`rows`), so the loop never asks which kind of head it runs.
+(`rows`), so the loop never asks which kind of head it runs. Which heads an architecture has is
+its record's `task_heads` (`electra.architectures`): a `TaskHeads` below.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.model.encoder import Encoder, EncoderConfig, init_weights, is_modern
+from electra.model.encoder import Encoder, init_weights
 from electra.model.squad_head import SquadHead, SquadHeadOutput
 from electra.model.task_heads import (
     PredictionHead,
@@ -21,6 +25,7 @@ from electra.model.task_heads import (
     StartEndHead,
     TokenHead,
 )
+from electra.model_config import ModelConfig
 from electra.tasks.squad.head import split_outputs
 
 
@@ -74,19 +79,25 @@ class StartEndSpanHead(SpanRows, StartEndHead):
 
 HEADS = {"sequence": SequenceHead, "regression": RegressionHead, "token": TokenHead,
          "span": SpanHead}
-# Where the modern architecture's head differs: the one its ModernBert class computes.
-MODERN_HEADS = {**HEADS, "span": StartEndSpanHead}
 
 
-def check_head(cfg: EncoderConfig, kind: str, num_outputs: int, single_task: bool) -> None:
-    """Refuse, in one line, a head the encoder's architecture cannot carry (the fine-tuning
-    loops call it before reading any data). The modern architecture's models are ModernBert
-    classes, which have no answerability classifier (SQuAD 2.0) and no sigmoid regression on
-    normalised labels (a single-task model's; a multi-task one is served as its encoder)."""
-    if kind not in HEADS:
-        raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
-    if not is_modern(cfg):
-        return
+@dataclass(frozen=True)
+class TaskHeads:
+    """An architecture's fine-tuning heads: the class of each kind (HEADS' keys), built as
+    cls(hidden, num_outputs, dropout) or, with `prediction_head`, with ModernBERT's prediction
+    head (dense, GELU, LayerNorm) before the output as a last argument, as its task classes
+    compute; `refuse(kind, num_outputs, single_task)` raises ElectraError for a head the
+    architecture's exports cannot carry."""
+
+    classes: dict[str, type[nn.Module]]
+    prediction_head: bool = False
+    refuse: Callable[[str, int, bool], None] | None = None
+
+
+def _refuse_without_modernbert_class(kind: str, num_outputs: int, single_task: bool) -> None:
+    """The modern architecture's models are ModernBert classes, which have no answerability
+    classifier (SQuAD 2.0) and no sigmoid regression on normalised labels (a single-task
+    model's; a multi-task one is served as its encoder)."""
     if kind == "span" and num_outputs != 2:
         raise ElectraError("SQuAD 2.0 is not supported for the modern architecture: "
                            "ModernBertForQuestionAnswering has no answerability classifier; "
@@ -98,16 +109,34 @@ def check_head(cfg: EncoderConfig, kind: str, num_outputs: int, single_task: boo
                            "regression head) or in `electra multitask`")
 
 
-def make_head(kind: str, cfg: EncoderConfig, num_outputs: int, dropout: float) -> nn.Module:
-    """A task head for an encoder of config `cfg`. The modern architecture's heads put
-    ModernBERT's prediction head before the classifier, as its task classes do."""
+ELECTRA_TASK_HEADS = TaskHeads(HEADS)
+# Where the modern architecture's heads differ: the ones its ModernBert classes compute.
+MODERNBERT_TASK_HEADS = TaskHeads({**HEADS, "span": StartEndSpanHead}, prediction_head=True,
+                                  refuse=_refuse_without_modernbert_class)
+
+
+def check_head(cfg: ModelConfig, kind: str, num_outputs: int, single_task: bool) -> None:
+    """Refuse, in one line, a head the encoder's architecture cannot carry (the fine-tuning
+    loops call it before reading any data)."""
+    if kind not in HEADS:
+        raise ElectraError(f"no head for {kind!r} tasks (have {', '.join(HEADS)})")
+    heads: TaskHeads = cfg.arch.load("task_heads")
+    if heads.refuse is not None:
+        heads.refuse(kind, num_outputs, single_task)
+
+
+def make_head(kind: str, cfg: ModelConfig, num_outputs: int, dropout: float) -> nn.Module:
+    """A task head for an encoder of config `cfg`, of its architecture's `TaskHeads` (the
+    modern architecture's put ModernBERT's prediction head before the classifier, as its task
+    classes do)."""
     check_head(cfg, kind, num_outputs, single_task=False)
-    if is_modern(cfg):
-        head = MODERN_HEADS[kind](cfg.hidden_size, num_outputs, dropout,
-                                  PredictionHead(cfg.hidden_size, cfg.layer_norm_eps,
-                                                 cfg.num_hidden_layers))
+    heads: TaskHeads = cfg.arch.load("task_heads")
+    if heads.prediction_head:
+        head = heads.classes[kind](cfg.hidden_size, num_outputs, dropout,
+                                   PredictionHead(cfg.hidden_size, cfg.layer_norm_eps,
+                                                  cfg.num_hidden_layers))
     else:
-        head = HEADS[kind](cfg.hidden_size, num_outputs, dropout)
+        head = heads.classes[kind](cfg.hidden_size, num_outputs, dropout)
     init_weights(head, cfg.initializer_range)
     return head
 

@@ -13,12 +13,15 @@ finetune.json (task, settings, scores) for `electra evaluate/predict`:
   under `electra.`, the head under `task_head.` (a multi-task model's under
   `task_heads.<task>.`, served as its encoder; `electra export --task` writes one task's
   directory).
+Each architecture's layout is its record's `finetuned` (`electra.architectures`): a
+`FinetunedLayout`, `ELECTRA_FINETUNED` or `MODERNBERT_FINETUNED` below.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -36,6 +39,7 @@ from electra.model.hf import (
     write_model_files,
 )
 from electra.model.networks import build_encoder
+from electra.model_config import ModelConfig
 from electra.tokenizer import load_tokenizer
 
 FINETUNE_FILE = "finetune.json"
@@ -89,12 +93,32 @@ def load_finetuned(model_dir: str | Path
     else:
         model = FinetuneModel(encoder, info["head_kind"], info["num_outputs"])
     _load_strict(model.encoder, encoder_from_hf(state, cfg), model_dir)
-    if cfg.is_modern and "tasks" not in info:
-        names = list(model.task_head.state_dict())
-        _load_strict(model.task_head, modern_hf.head_from_modernbert(
-            state, names, modern_hf.TASK_HEAD_RENAMES), model_dir)
-        return model, load_tokenizer(model_dir), info
-    if "tasks" in info:
+    finetuned_layout(cfg).load_heads(model, state, model_dir)
+    return model, load_tokenizer(model_dir), info
+
+
+class FinetunedLayout(Protocol):
+    """How one architecture's fine-tuned models are written and read (its record's
+    `finetuned`)."""
+
+    def files(self, model: FinetuneModel | MultitaskModel, info: dict
+              ) -> tuple[dict, dict[str, torch.Tensor]]:
+        """(config.json, state dict) of a fine-tuned model."""
+
+    def load_heads(self, model: FinetuneModel | MultitaskModel, state: dict[str, torch.Tensor],
+                   model_dir: str | Path) -> None:
+        """The head(s) of `model` from the state dict `files` wrote."""
+
+
+def finetuned_layout(cfg: ModelConfig) -> FinetunedLayout:
+    return cfg.arch.load("finetuned")
+
+
+def _load_named_heads(model: FinetuneModel | MultitaskModel, state: dict[str, torch.Tensor],
+                      model_dir: str | Path) -> None:
+    """Heads under our names (`task_head.`, a multi-task model's `task_heads.`), or
+    transformers' ElectraForTokenClassification's `classifier.`."""
+    if isinstance(model, MultitaskModel):
         head, prefix = model.task_heads, "task_heads."
     elif "classifier.weight" in state:  # transformers' ElectraForTokenClassification
         head, prefix = model.task_head.out, "classifier."
@@ -102,7 +126,6 @@ def load_finetuned(model_dir: str | Path
         head, prefix = model.task_head, "task_head."
     _load_strict(head, {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)},
                  model_dir)
-    return model, load_tokenizer(model_dir), info
 
 
 def _native(model: FinetuneModel | MultitaskModel, info: dict) -> bool:
@@ -114,54 +137,78 @@ def _native(model: FinetuneModel | MultitaskModel, info: dict) -> bool:
 
 def finetuned_config(model: FinetuneModel | MultitaskModel, info: dict) -> dict:
     """config.json of a fine-tuned model, in the layout the module docstring describes."""
-    cfg = model.encoder.config
-    if cfg.is_modern:
-        return _modern_files(model, info)[0]
-    if isinstance(model, MultitaskModel):
-        return remote_code_config(cfg, "encoder")
-    config = hf_config(cfg, "ElectraForTokenClassification") if _native(model, info) \
-        else remote_code_config(cfg, info["head_kind"])
-    return {**config, **label_fields(info)}
+    return finetuned_files(model, info)[0]
 
 
 def finetuned_files(model: FinetuneModel | MultitaskModel, info: dict
                     ) -> tuple[dict, dict[str, torch.Tensor]]:
     """(config.json, state dict) of a fine-tuned model."""
-    encoder = model.encoder
-    if encoder.config.is_modern:
-        return _modern_files(model, info)
-    if isinstance(model, MultitaskModel):
-        state = {**_prefixed("electra.", encoder.state_dict()),
-                 **_prefixed("task_heads.", model.task_heads.state_dict())}
-    elif _native(model, info):
-        state = {**encoder_to_hf(encoder.state_dict()),
-                 **_prefixed("classifier.", model.task_head.out.state_dict())}
-    else:
-        state = {**_prefixed("electra.", encoder.state_dict()),
-                 **_prefixed("task_head.", model.task_head.state_dict())}
-    return finetuned_config(model, info), state
+    return finetuned_layout(model.encoder.config).files(model, info)
 
 
-def _modern_files(model: FinetuneModel | MultitaskModel, info: dict
-                  ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """A modern-architecture model in ModernBERT's layout: a single-task model as the matching
-    ModernBertFor... class; a multi-task one as ModernBertModel (the encoder, which is what
-    transformers serves), its heads under `task_heads.` for electra's own readers."""
-    cfg, encoder = model.encoder.config, model.encoder
-    if isinstance(model, MultitaskModel):
-        state = {**modern_hf.encoder_to_modernbert(encoder.state_dict(), prefix=""),
-                 **_prefixed("task_heads.", model.task_heads.state_dict())}
-        return modern_hf.modernbert_config(cfg, "ModernBertModel"), state
-    kind = info["head_kind"]
-    if kind not in modern_hf.TASK_CLASSES:
-        raise ElectraError(f"a {kind!r} head (task {info['task']['name']}) has no ModernBert "
-                           f"class that computes it; the modern architecture exports "
-                           f"{', '.join(modern_hf.TASK_CLASSES)} heads")
-    config = modern_hf.modernbert_config(cfg, modern_hf.TASK_CLASSES[kind])
-    state = {**modern_hf.encoder_to_modernbert(encoder.state_dict()),
-             **modern_hf.head_to_modernbert(model.task_head.state_dict(),
-                                            modern_hf.TASK_HEAD_RENAMES)}
-    return {**config, **label_fields(info)}, state
+class ElectraFinetuned:
+    """The BERT architecture's fine-tuned models: transformers' ElectraForTokenClassification
+    for a tagger it computes, remote code for the rest."""
+
+    def files(self, model: FinetuneModel | MultitaskModel, info: dict
+              ) -> tuple[dict, dict[str, torch.Tensor]]:
+        encoder = model.encoder
+        cfg = encoder.config
+        if isinstance(model, MultitaskModel):
+            state = {**_prefixed("electra.", encoder.state_dict()),
+                     **_prefixed("task_heads.", model.task_heads.state_dict())}
+            return remote_code_config(cfg, "encoder"), state
+        if _native(model, info):
+            config = hf_config(cfg, "ElectraForTokenClassification")
+            state = {**encoder_to_hf(encoder.state_dict()),
+                     **_prefixed("classifier.", model.task_head.out.state_dict())}
+        else:
+            config = remote_code_config(cfg, info["head_kind"])
+            state = {**_prefixed("electra.", encoder.state_dict()),
+                     **_prefixed("task_head.", model.task_head.state_dict())}
+        return {**config, **label_fields(info)}, state
+
+    def load_heads(self, model: FinetuneModel | MultitaskModel, state: dict[str, torch.Tensor],
+                   model_dir: str | Path) -> None:
+        _load_named_heads(model, state, model_dir)
+
+
+class ModernBertFinetuned:
+    """The modern architecture's fine-tuned models in ModernBERT's layout: a single-task model
+    as the matching ModernBertFor... class; a multi-task one as ModernBertModel (the encoder,
+    which is what transformers serves), its heads under `task_heads.` for electra's own
+    readers."""
+
+    def files(self, model: FinetuneModel | MultitaskModel, info: dict
+              ) -> tuple[dict, dict[str, torch.Tensor]]:
+        cfg, encoder = model.encoder.config, model.encoder
+        if isinstance(model, MultitaskModel):
+            state = {**modern_hf.encoder_to_modernbert(encoder.state_dict(), prefix=""),
+                     **_prefixed("task_heads.", model.task_heads.state_dict())}
+            return modern_hf.modernbert_config(cfg, "ModernBertModel"), state
+        kind = info["head_kind"]
+        if kind not in modern_hf.TASK_CLASSES:
+            raise ElectraError(f"a {kind!r} head (task {info['task']['name']}) has no ModernBert "
+                               f"class that computes it; the modern architecture exports "
+                               f"{', '.join(modern_hf.TASK_CLASSES)} heads")
+        config = modern_hf.modernbert_config(cfg, modern_hf.TASK_CLASSES[kind])
+        state = {**modern_hf.encoder_to_modernbert(encoder.state_dict()),
+                 **modern_hf.head_to_modernbert(model.task_head.state_dict(),
+                                                modern_hf.TASK_HEAD_RENAMES)}
+        return {**config, **label_fields(info)}, state
+
+    def load_heads(self, model: FinetuneModel | MultitaskModel, state: dict[str, torch.Tensor],
+                   model_dir: str | Path) -> None:
+        if isinstance(model, MultitaskModel):
+            _load_named_heads(model, state, model_dir)
+            return
+        names = list(model.task_head.state_dict())
+        _load_strict(model.task_head, modern_hf.head_from_modernbert(
+            state, names, modern_hf.TASK_HEAD_RENAMES), model_dir)
+
+
+ELECTRA_FINETUNED = ElectraFinetuned()
+MODERNBERT_FINETUNED = ModernBertFinetuned()
 
 
 def label_fields(info: dict) -> dict:

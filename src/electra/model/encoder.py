@@ -162,9 +162,10 @@ class SelfAttention(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    """Post-LN block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+    """Post-LN block: x = LN(x + Attn(x)); x = LN(x + FFN(x)). `index`, the layer's place in
+    the stack, is taken for the layer interface's sake (every post-LN layer is alike)."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, index: int = 0):
         super().__init__()
         self.attention = SelfAttention(cfg)
         self.attention_out = nn.Linear(cfg.hidden_size, cfg.hidden_size)
@@ -181,7 +182,11 @@ class TransformerLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Embeddings (optionally shared with another encoder) -> projection -> N layers."""
+    """Embeddings (optionally shared with another encoder) -> projection -> N layers -> what
+    follows the last layer (`after_layers`). A subclass may change the layers (`layer_class`,
+    built as layer_class(cfg, index)) and what follows them."""
+
+    layer_class: type[nn.Module] = TransformerLayer
 
     def __init__(self, cfg: EncoderConfig, embeddings: Embeddings | None = None):
         super().__init__()
@@ -189,7 +194,8 @@ class Encoder(nn.Module):
         self.embeddings = embeddings if embeddings is not None else Embeddings(cfg)
         self.embeddings_project = (nn.Linear(cfg.embedding_size, cfg.hidden_size)
                                    if cfg.embedding_size != cfg.hidden_size else None)
-        self.layers = nn.ModuleList(TransformerLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(self.layer_class(cfg, i)
+                                    for i in range(cfg.num_hidden_layers))
 
     def set_attention_impl(self, impl: str) -> None:
         set_attention_impl(self.layers, impl)
@@ -226,7 +232,7 @@ class Encoder(nn.Module):
         bias = self.attention_bias(attention_mask, x)
         for layer in self.layers:
             x = layer(x, bias)
-        return x
+        return self.after_layers(x)
 
 
 # Whether the batch now running has padding, when the caller knows it without asking the device
@@ -329,28 +335,22 @@ def modern_head_init(dense: nn.Linear, classifier: nn.Linear | None, std: float,
                 nn.init.trunc_normal_(linear.weight, std=s, a=-2 * s, b=2 * s)
 
 
-def is_modern(cfg: EncoderConfig) -> bool:
-    """Whether `cfg` is ModernBERT's architecture (`electra.model.modern`); the remote-code
-    config beside exported weights has no such field, and is always the BERT architecture."""
-    return getattr(cfg, "architecture", "bert") == "modern"
-
-
 class DiscriminatorHead(nn.Module):
-    """dense H->H, GELU, dense H->1: one logit per token (replaced or original). The modern
-    architecture's is ModernBertForTokenClassification's head with one label: dense H->H
-    without bias, GELU, LayerNorm without bias, dense H->1."""
+    """dense H->H, GELU, dense H->1: one logit per token (replaced or original). Without
+    `biases` (an architecture without them, the modern one: `electra.architectures`) it is
+    ModernBertForTokenClassification's head with one label: dense H->H without bias, GELU,
+    LayerNorm without bias, dense H->1, initialised as ModernBERT does."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, biases: bool = True):
         super().__init__()
-        modern = is_modern(cfg)
-        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=not modern)
-        self.LayerNorm = (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False)
-                          if modern else None)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=biases)
+        self.LayerNorm = (None if biases
+                          else nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False))
         self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
         self.num_layers = cfg.num_hidden_layers
 
     def scale_init(self, std: float) -> None:
-        if self.LayerNorm is not None:  # the modern architecture's head
+        if self.LayerNorm is not None:  # ModernBERT's head
             modern_head_init(self.dense, self.dense_prediction, std, self.num_layers)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -361,19 +361,18 @@ class DiscriminatorHead(nn.Module):
 
 
 class GeneratorHead(nn.Module):
-    """dense H->E, GELU, LayerNorm, then the (tied) input embedding matrix plus a bias. The
-    modern architecture's (ModernBertForMaskedLM's head and decoder) has no bias in the dense
-    layer and the LayerNorm."""
+    """dense H->E, GELU, LayerNorm, then the (tied) input embedding matrix plus a bias. Without
+    `biases` (the modern architecture's: ModernBertForMaskedLM's head and decoder) the dense
+    layer and the LayerNorm have none, and it is initialised as ModernBERT does."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, biases: bool = True):
         super().__init__()
-        biases = not is_modern(cfg)
         self.dense = nn.Linear(cfg.hidden_size, cfg.embedding_size, bias=biases)
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps, bias=biases)
         self.num_layers = cfg.num_hidden_layers
 
     def scale_init(self, std: float) -> None:
-        if self.dense.bias is None:  # the modern architecture's head
+        if self.dense.bias is None:  # ModernBERT's head
             modern_head_init(self.dense, None, std, self.num_layers)
 
     def forward(self, hidden: torch.Tensor, embedding_weight: torch.Tensor,

@@ -9,6 +9,10 @@ Two layouts, decided per model (docs/interoperability.md):
   the weights (`REMOTE_CODE_FILES`) and an `auto_map`, so `AutoModel*.from_pretrained(DIR,
   trust_remote_code=True)` builds the exact model without electra installed.
 Import reads both, and local ELECTRA or BERT directories (no hub), into our encoder.
+
+Each architecture's layout is its record's `transformers` (`electra.architectures`): a
+`TransformersLayout`, `ELECTRA_LAYOUT` for the BERT architecture and `MODERNBERT_LAYOUT` for the
+modern one; the functions here ask the model's.
 """
 
 from __future__ import annotations
@@ -17,17 +21,21 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from electra.architectures import ARCHITECTURES
 from electra.config import POSITION_BIASES, ModelConfig
+from electra.config import read_config_json as read_json_file
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.model import modern_hf
 from electra.model.encoder import Encoder
 from electra.model.networks import Discriminator, Generator, build_encoder
+from electra.model_config import NOT_IN_ELECTRACONFIG, fields_marked
 
 # Our per-layer module names -> Hugging Face's (BERT/ELECTRA) names. `attention.qkv` is our
 # fused Q/K/V projection; it is split into query/key/value on export.
@@ -40,10 +48,10 @@ _LAYER_RENAMES = {
 }
 _QKV = ("query", "key", "value")
 # ModelConfig fields an ElectraConfig does not hold (position_bias is written as
-# position_embedding_type; the rest belong to the modern architecture).
-_NOT_ELECTRACONFIG_FIELDS = ("position_bias", "architecture", "global_attn_every_n_layers",
-                  "local_attention", "global_rope_theta", "local_rope_theta")
-ARCHITECTURES = {Discriminator: "ElectraForPreTraining", Generator: "ElectraForMaskedLM"}
+# position_embedding_type; the rest belong to other architectures).
+_NOT_ELECTRACONFIG_FIELDS = fields_marked(NOT_IN_ELECTRACONFIG)
+ARCHITECTURES_BY_CLASS = {Discriminator: "ElectraForPreTraining",
+                          Generator: "ElectraForMaskedLM"}
 
 REMOTE_MODEL_TYPE = "electra-toolkit"
 # The portable modules (they import only torch, numpy and transformers), copied beside the
@@ -107,14 +115,71 @@ def hf_config(cfg: ModelConfig, architecture: str, extra: dict | None = None) ->
     return out
 
 
+class TransformersLayout(Protocol):
+    """How one architecture's models are Hugging Face directories (its record's
+    `transformers`)."""
+
+    model_types: tuple[str, ...]  # the config.json model_type values it reads
+
+    def config_from_hf(self, data: dict, where: str) -> ModelConfig:
+        """Our ModelConfig from a config.json of one of `model_types`."""
+
+    def is_discriminator(self, architecture: str, raw: dict) -> bool:
+        """Whether config.json `raw` (its class read as `architecture_of` reads it) is an
+        electra discriminator in this layout."""
+
+    def encoder_to_hf(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """An encoder's state dict under the native names."""
+
+    def encoder_from_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig
+                        ) -> dict[str, torch.Tensor]:
+        """Our encoder's state dict from a checkpoint's (heads and unknown keys ignored)."""
+
+    def pretrained_state(self, model: Discriminator | Generator) -> dict[str, torch.Tensor]:
+        """A network's state dict, head included, under the native names."""
+
+    def pretrained_files(self, model: Discriminator | Generator, extra: dict | None
+                         ) -> tuple[dict, dict[str, torch.Tensor]]:
+        """(config.json, state dict) of a network's directory."""
+
+    def load_heads(self, cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor],
+                   model_dir: str | Path) -> Discriminator | Generator:
+        """The network config.json `raw` describes, its head loaded (the caller loads the
+        encoder)."""
+
+
+def layout(cfg: ModelConfig) -> TransformersLayout:
+    """The layout of `cfg`'s architecture (ElectraError where it has none)."""
+    return cfg.arch.load("transformers")
+
+
+def _layouts() -> list[TransformersLayout]:
+    """Every registered architecture's layout."""
+    return [arch.load("transformers") for arch in ARCHITECTURES.values()
+            if arch.transformers is not None]
+
+
+def is_discriminator(raw: dict) -> bool:
+    """Whether config.json `raw` is an electra discriminator, in any architecture's layout."""
+    arch = architecture_of(raw)
+    return any(lay.is_discriminator(arch, raw) for lay in _layouts())
+
+
 def model_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
-    """Our ModelConfig from an ELECTRA, BERT or ModernBERT config.json."""
+    """Our ModelConfig from an ELECTRA, BERT or ModernBERT config.json (or another registered
+    architecture's, by its model_type)."""
     model_type = data.get("model_type")
-    if model_type == modern_hf.MODEL_TYPE:
-        return modern_hf.model_config_from_modernbert(data, where)
-    if model_type not in ("electra", "bert", REMOTE_MODEL_TYPE):
-        raise ElectraError(f"{where}: model_type {model_type!r} is not 'electra', 'bert', "
-                           f"'{modern_hf.MODEL_TYPE}' or {REMOTE_MODEL_TYPE!r}")
+    layouts = _layouts()
+    for lay in layouts:
+        if model_type in lay.model_types:
+            return lay.config_from_hf(data, where)
+    known = [repr(t) for lay in layouts for t in lay.model_types]
+    raise ElectraError(f"{where}: model_type {model_type!r} is not "
+                       f"{', '.join(known[:-1])} or {known[-1]}")
+
+
+def electra_config_from_hf(data: dict, where: str = "config.json") -> ModelConfig:
+    """Our ModelConfig (the BERT architecture) from an ELECTRA or BERT config.json."""
     if data.get("hidden_act", "gelu") != "gelu":
         raise ElectraError(f"{where}: hidden_act {data['hidden_act']!r} is not supported "
                            "(only exact gelu)")
@@ -150,11 +215,15 @@ def encoder_to_hf(state: dict[str, torch.Tensor], prefix: str = "electra.") -> d
 
 
 def encoder_from_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict:
+    """Our encoder's state dict from a checkpoint's in the layout of `cfg`'s architecture (an
+    ELECTRA or BERT one, a remote-code directory's, which keeps our names under `electra.`, or
+    a ModernBERT one's); heads, pooler and unknown keys are ignored."""
+    return layout(cfg).encoder_from_hf(state, cfg)
+
+
+def electra_encoder_from_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict:
     """The inverse of `encoder_to_hf` for an ELECTRA or BERT checkpoint's state dict (or a
-    remote-code directory's, which keeps our names under `electra.`; or a ModernBERT one's for
-    the modern architecture); heads, pooler and unknown keys are ignored."""
-    if cfg.is_modern:
-        return modern_hf.encoder_from_modernbert(state, cfg)
+    remote-code directory's)."""
     num_layers = cfg.num_hidden_layers
     if "electra.embeddings.word_embeddings.weight" in state and not any(
             k.startswith("electra.encoder.") for k in state):
@@ -191,29 +260,12 @@ def encoder_from_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict:
 def encoder_state_to_hf(cfg: ModelConfig, state: dict[str, torch.Tensor]
                         ) -> dict[str, torch.Tensor]:
     """An encoder's state dict under the native names of its architecture."""
-    return (modern_hf.encoder_to_modernbert(state) if cfg.is_modern
-            else encoder_to_hf(state))
+    return layout(cfg).encoder_to_hf(state)
 
 
 def to_hf_state_dict(model: Discriminator | Generator) -> dict[str, torch.Tensor]:
-    if model.config.is_modern:
-        head = (model.discriminator_predictions if isinstance(model, Discriminator)
-                else model.generator_predictions)
-        state = {**modern_hf.encoder_to_modernbert(model.electra.state_dict()),
-                 **modern_hf.head_to_modernbert(head.state_dict())}
-        if isinstance(model, Generator):
-            state["decoder.bias"] = model.output_bias
-        return state
-    state = encoder_to_hf(model.electra.state_dict())
-    if isinstance(model, Discriminator):
-        for k, v in model.discriminator_predictions.state_dict().items():
-            state[f"discriminator_predictions.{k}"] = v
-    else:
-        for k, v in model.generator_predictions.state_dict().items():
-            state[f"generator_predictions.{k}"] = v
-        # generator_lm_head.weight is the word embedding matrix (tie_word_embeddings).
-        state["generator_lm_head.bias"] = model.output_bias
-    return state
+    """A network's state dict under the native names of its architecture."""
+    return layout(model.config).pretrained_state(model)
 
 
 def write_model_files(directory: Path, config: dict, state: dict[str, torch.Tensor],
@@ -250,10 +302,7 @@ def read_config_json(model_dir: str | Path) -> dict:
         raise ElectraError(f"{d}: model directory does not exist")
     if not cfg_path.is_file():
         raise ElectraError(f"{d}: no config.json (not a model directory)")
-    try:
-        raw = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ElectraError(f"{cfg_path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+    raw = read_json_file(cfg_path)
     if not isinstance(raw, dict):
         raise ElectraError(f"{cfg_path}: expected a JSON object")
     return raw
@@ -261,24 +310,11 @@ def read_config_json(model_dir: str | Path) -> dict:
 
 def save_pretrained(model: Discriminator | Generator, out_dir: str | Path,
                     tokenizer_dir: str | Path | None = None, extra: dict | None = None) -> Path:
-    """Write a HF-loadable directory atomically: `transformers`' ELECTRA classes' layout for a
-    paper architecture, ModernBERT's for the modern one, remote code for one with an attention
-    bias they lack (ALiBi)."""
-    if model.config.is_modern:
-        if isinstance(model, Discriminator):
-            cfg = modern_hf.modernbert_config(model.config, "ModernBertForTokenClassification",
-                                              extra)
-            cfg["id2label"] = modern_hf.DISCRIMINATOR_LABELS
-            cfg["label2id"] = {v: k for k, v in modern_hf.DISCRIMINATOR_LABELS.items()}
-        else:
-            cfg = modern_hf.modernbert_config(model.config, "ModernBertForMaskedLM", extra)
-        return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
-    if model.config.position_bias == "none":
-        cfg = hf_config(model.config, ARCHITECTURES[type(model)], extra)
-        return write_model_dir(out_dir, cfg, to_hf_state_dict(model), tokenizer_dir)
-    kind = "discriminator" if isinstance(model, Discriminator) else "generator"
-    return write_model_dir(out_dir, remote_code_config(model.config, kind, extra),
-                           model.state_dict(), tokenizer_dir)
+    """Write a HF-loadable directory atomically, in the layout of the model's architecture:
+    `transformers`' ELECTRA classes' for a paper architecture, remote code for one with an
+    attention bias they lack (ALiBi), ModernBERT's for the modern one."""
+    config, state = layout(model.config).pretrained_files(model, extra)
+    return write_model_dir(out_dir, config, state, tokenizer_dir)
 
 
 def read_model_dir(model_dir: str | Path) -> tuple[ModelConfig, dict, dict[str, torch.Tensor]]:
@@ -312,72 +348,160 @@ def load_pretrained(model_dir: str | Path) -> Discriminator | Generator:
     or by `transformers` (ElectraForPreTraining / ElectraForMaskedLM / BertForMaskedLM /
     ModernBertForMaskedLM, or our discriminator as ModernBertForTokenClassification)."""
     cfg, raw, state = read_model_dir(model_dir)
-    arch = architecture_of(raw)
-    if cfg.is_modern:
-        model = _load_modern(cfg, raw, state, model_dir)
-    elif arch == "ElectraForPreTraining":
-        model: Discriminator | Generator = Discriminator(cfg)
-        head = {k[len("discriminator_predictions."):]: v for k, v in state.items()
-                if k.startswith("discriminator_predictions.")}
-        _load_strict(model.discriminator_predictions, head, model_dir)
-    elif arch == "ElectraForMaskedLM":
-        model = Generator(cfg)
-        head = {k[len("generator_predictions."):]: v for k, v in state.items()
-                if k.startswith("generator_predictions.")}
-        _load_strict(model.generator_predictions, head, model_dir)
-        bias = state.get("generator_lm_head.bias", state.get("output_bias"))
-        if bias is None:
-            raise ElectraError(f"{model_dir}: checkpoint lacks generator_lm_head.bias")
-        with torch.no_grad():
-            model.output_bias.copy_(bias)
-    elif arch == "BertForMaskedLM":
-        # BERT's MLM head is ELECTRA's generator head at embedding size = hidden size: dense,
-        # GELU, LayerNorm, then the tied word embeddings plus a bias.
-        model = Generator(cfg)
-        prefix = "cls.predictions.transform."
-        head = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-        _load_strict(model.generator_predictions, head, model_dir)
-        bias = state.get("cls.predictions.bias", state.get("cls.predictions.decoder.bias"))
-        if bias is None:
-            raise ElectraError(f"{model_dir}: checkpoint lacks cls.predictions.bias")
-        with torch.no_grad():
-            model.output_bias.copy_(bias)
-    else:
-        raise ElectraError(f"{model_dir}: architecture {arch!r} is not ElectraForPreTraining, "
-                           "ElectraForMaskedLM or BertForMaskedLM; use load_encoder for a bare "
-                           "encoder")
+    model = layout(cfg).load_heads(cfg, raw, state, model_dir)
     _load_strict(model.electra, encoder_from_hf(state, cfg), model_dir)
     return model
 
 
-def _load_modern(cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor], model_dir
-                 ) -> Discriminator | Generator:
-    """A modern-architecture Discriminator or Generator's heads from a ModernBERT directory
-    (the encoder is loaded by the caller)."""
-    arch = architecture_of(raw)
-    if modern_hf.is_modern_discriminator(raw):
-        model: Discriminator | Generator = Discriminator(cfg)
-        head = model.discriminator_predictions
-    elif arch == "ModernBertForMaskedLM":
-        model = Generator(cfg)
-        head = model.generator_predictions
-        if "decoder.bias" not in state:
-            raise ElectraError(f"{model_dir}: checkpoint lacks decoder.bias")
-        decoder, embeddings = (state.get(k) for k in ("decoder.weight",
-                                                      "model.embeddings.tok_embeddings.weight"))
-        if decoder is not None and embeddings is not None and not torch.equal(decoder,
-                                                                               embeddings):
-            raise ElectraError(f"{model_dir}: the MLM decoder is not tied to the token "
-                               "embeddings, which the generator requires")
-        with torch.no_grad():
-            model.output_bias.copy_(state["decoder.bias"])
-    else:
-        raise ElectraError(f"{model_dir}: architecture {arch!r} is not ModernBertForMaskedLM or "
-                           "an electra discriminator (ModernBertForTokenClassification with the "
-                           "one label 'replaced'); use load_encoder for a bare encoder")
-    names = list(head.state_dict())
-    _load_strict(head, modern_hf.head_from_modernbert(state, names), model_dir)
-    return model
+class ElectraLayout:
+    """The BERT architecture's layout: `transformers`' ELECTRA classes (and BERT's, read), or
+    remote code for what they cannot express (ALiBi)."""
+
+    model_types = ("electra", "bert", REMOTE_MODEL_TYPE)
+
+    def config_from_hf(self, data: dict, where: str) -> ModelConfig:
+        return electra_config_from_hf(data, where)
+
+    def is_discriminator(self, architecture: str, raw: dict) -> bool:
+        return architecture == "ElectraForPreTraining"
+
+    def encoder_to_hf(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return encoder_to_hf(state)
+
+    def encoder_from_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig
+                        ) -> dict[str, torch.Tensor]:
+        return electra_encoder_from_hf(state, cfg)
+
+    def pretrained_state(self, model: Discriminator | Generator) -> dict[str, torch.Tensor]:
+        state = encoder_to_hf(model.electra.state_dict())
+        if isinstance(model, Discriminator):
+            for k, v in model.discriminator_predictions.state_dict().items():
+                state[f"discriminator_predictions.{k}"] = v
+        else:
+            for k, v in model.generator_predictions.state_dict().items():
+                state[f"generator_predictions.{k}"] = v
+            # generator_lm_head.weight is the word embedding matrix (tie_word_embeddings).
+            state["generator_lm_head.bias"] = model.output_bias
+        return state
+
+    def pretrained_files(self, model: Discriminator | Generator, extra: dict | None
+                         ) -> tuple[dict, dict[str, torch.Tensor]]:
+        if model.config.position_bias == "none":
+            return (hf_config(model.config, ARCHITECTURES_BY_CLASS[type(model)], extra),
+                    self.pretrained_state(model))
+        kind = "discriminator" if isinstance(model, Discriminator) else "generator"
+        return remote_code_config(model.config, kind, extra), model.state_dict()
+
+    def load_heads(self, cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor],
+                   model_dir: str | Path) -> Discriminator | Generator:
+        arch = architecture_of(raw)
+        if arch == "ElectraForPreTraining":
+            model: Discriminator | Generator = Discriminator(cfg)
+            head = {k[len("discriminator_predictions."):]: v for k, v in state.items()
+                    if k.startswith("discriminator_predictions.")}
+            _load_strict(model.discriminator_predictions, head, model_dir)
+        elif arch == "ElectraForMaskedLM":
+            model = Generator(cfg)
+            head = {k[len("generator_predictions."):]: v for k, v in state.items()
+                    if k.startswith("generator_predictions.")}
+            _load_strict(model.generator_predictions, head, model_dir)
+            bias = state.get("generator_lm_head.bias", state.get("output_bias"))
+            if bias is None:
+                raise ElectraError(f"{model_dir}: checkpoint lacks generator_lm_head.bias")
+            with torch.no_grad():
+                model.output_bias.copy_(bias)
+        elif arch == "BertForMaskedLM":
+            # BERT's MLM head is ELECTRA's generator head at embedding size = hidden size:
+            # dense, GELU, LayerNorm, then the tied word embeddings plus a bias.
+            model = Generator(cfg)
+            prefix = "cls.predictions.transform."
+            head = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+            _load_strict(model.generator_predictions, head, model_dir)
+            bias = state.get("cls.predictions.bias", state.get("cls.predictions.decoder.bias"))
+            if bias is None:
+                raise ElectraError(f"{model_dir}: checkpoint lacks cls.predictions.bias")
+            with torch.no_grad():
+                model.output_bias.copy_(bias)
+        else:
+            raise ElectraError(f"{model_dir}: architecture {arch!r} is not "
+                               "ElectraForPreTraining, ElectraForMaskedLM or BertForMaskedLM; "
+                               "use load_encoder for a bare encoder")
+        return model
+
+
+class ModernBertLayout:
+    """The modern architecture's layout: `transformers`' own ModernBert classes
+    (`electra.model.modern_hf`); a discriminator is ModernBertForTokenClassification with the
+    one label "replaced"."""
+
+    model_types = (modern_hf.MODEL_TYPE,)
+
+    def config_from_hf(self, data: dict, where: str) -> ModelConfig:
+        return modern_hf.model_config_from_modernbert(data, where)
+
+    def is_discriminator(self, architecture: str, raw: dict) -> bool:
+        labels = {int(k): v for k, v in (raw.get("id2label") or {}).items()}
+        return (architecture == "ModernBertForTokenClassification"
+                and labels == modern_hf.DISCRIMINATOR_LABELS)
+
+    def encoder_to_hf(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return modern_hf.encoder_to_modernbert(state)
+
+    def encoder_from_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig
+                        ) -> dict[str, torch.Tensor]:
+        return modern_hf.encoder_from_modernbert(state, cfg)
+
+    def pretrained_state(self, model: Discriminator | Generator) -> dict[str, torch.Tensor]:
+        head = (model.discriminator_predictions if isinstance(model, Discriminator)
+                else model.generator_predictions)
+        state = {**modern_hf.encoder_to_modernbert(model.electra.state_dict()),
+                 **modern_hf.head_to_modernbert(head.state_dict())}
+        if isinstance(model, Generator):
+            state["decoder.bias"] = model.output_bias
+        return state
+
+    def pretrained_files(self, model: Discriminator | Generator, extra: dict | None
+                         ) -> tuple[dict, dict[str, torch.Tensor]]:
+        if isinstance(model, Discriminator):
+            cfg = modern_hf.modernbert_config(model.config, "ModernBertForTokenClassification",
+                                              extra)
+            cfg["id2label"] = modern_hf.DISCRIMINATOR_LABELS
+            cfg["label2id"] = {v: k for k, v in modern_hf.DISCRIMINATOR_LABELS.items()}
+        else:
+            cfg = modern_hf.modernbert_config(model.config, "ModernBertForMaskedLM", extra)
+        return cfg, self.pretrained_state(model)
+
+    def load_heads(self, cfg: ModelConfig, raw: dict, state: dict[str, torch.Tensor],
+                   model_dir: str | Path) -> Discriminator | Generator:
+        arch = architecture_of(raw)
+        if self.is_discriminator(arch, raw):
+            model: Discriminator | Generator = Discriminator(cfg)
+            head = model.discriminator_predictions
+        elif arch == "ModernBertForMaskedLM":
+            model = Generator(cfg)
+            head = model.generator_predictions
+            if "decoder.bias" not in state:
+                raise ElectraError(f"{model_dir}: checkpoint lacks decoder.bias")
+            decoder, embeddings = (state.get(k) for k in (
+                "decoder.weight", "model.embeddings.tok_embeddings.weight"))
+            if decoder is not None and embeddings is not None and not torch.equal(decoder,
+                                                                                   embeddings):
+                raise ElectraError(f"{model_dir}: the MLM decoder is not tied to the token "
+                                   "embeddings, which the generator requires")
+            with torch.no_grad():
+                model.output_bias.copy_(state["decoder.bias"])
+        else:
+            raise ElectraError(f"{model_dir}: architecture {arch!r} is not "
+                               "ModernBertForMaskedLM or an electra discriminator "
+                               "(ModernBertForTokenClassification with the one label "
+                               "'replaced'); use load_encoder for a bare encoder")
+        names = list(head.state_dict())
+        _load_strict(head, modern_hf.head_from_modernbert(state, names), model_dir)
+        return model
+
+
+ELECTRA_LAYOUT = ElectraLayout()
+MODERNBERT_LAYOUT = ModernBertLayout()
 
 
 def _load_strict(module: nn.Module, state: dict, where) -> None:

@@ -290,6 +290,12 @@ def attention_inputs(cfg: EncoderConfig, attention_mask: torch.Tensor | None, x:
         local=local, local_rotary=local_rotary)
 
 
+def causal_attention_inputs(cfg: EncoderConfig, attention_mask: torch.Tensor | None,
+                            x: torch.Tensor, direction: str) -> ModernAttentionInputs:
+    """`attention_inputs` of a causal tower (the architecture record's `causal_attention`)."""
+    return attention_inputs(cfg, attention_mask, x, causal=direction)
+
+
 def causal_mask(seq_len: int, direction: str, keep: torch.Tensor | None, device: torch.device
                 ) -> torch.Tensor:
     """Boolean [B|1, 1, S, S]: keys j <= i ("left-to-right") or j >= i ("right-to-left"),

@@ -47,13 +47,6 @@ TASK_CLASSES = {"sequence": "ModernBertForSequenceClassification",
                 "span": "ModernBertForQuestionAnswering"}
 
 
-def is_modern_discriminator(raw: dict) -> bool:
-    """Whether config.json `raw` is an electra discriminator in ModernBERT's layout."""
-    labels = {int(k): v for k, v in (raw.get("id2label") or {}).items()}
-    return ((raw.get("architectures") or [""])[0] == "ModernBertForTokenClassification"
-            and labels == DISCRIMINATOR_LABELS)
-
-
 def layer_types(cfg: ModelConfig) -> list[str]:
     return [_GLOBAL if cfg.is_global_layer(i) else _LOCAL for i in range(cfg.num_hidden_layers)]
 

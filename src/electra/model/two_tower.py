@@ -29,7 +29,6 @@ from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.model.encoder import Embeddings, GeneratorHead, has_padding
 from electra.model.hf import read_config_json, write_model_dir
-from electra.model.modern import ModernEmbeddings, attention_inputs
 from electra.model.networks import make_layer
 
 ARCHITECTURE = "ElectraTwoTowerCloze"
@@ -52,6 +51,14 @@ def causal_bias(attention_mask: torch.Tensor | None, batch: int, seq_len: int,
     return bias[:, None]
 
 
+def causal_attention_bias(cfg: ModelConfig, attention_mask: torch.Tensor | None,
+                          x: torch.Tensor, direction: str) -> torch.Tensor:
+    """`causal_bias` for input `x` [B, S, H] (the BERT architecture record's
+    `causal_attention`)."""
+    b, s = x.shape[:2]
+    return causal_bias(attention_mask, b, s, direction == "right-to-left", x.dtype, x.device)
+
+
 class TwoTowerGenerator(nn.Module):
     """Two causal Transformers over shared embeddings and a tied-embedding softmax.
 
@@ -63,20 +70,24 @@ class TwoTowerGenerator(nn.Module):
     def __init__(self, cfg: ModelConfig, embeddings: Embeddings | None = None):
         super().__init__()
         self.config = cfg
+        arch = cfg.arch
         if embeddings is None:
-            embeddings = ModernEmbeddings(cfg) if cfg.is_modern else Embeddings(cfg)
+            embeddings = arch.load("embeddings")(cfg)
         self.embeddings = embeddings
         self.embeddings_project = (nn.Linear(cfg.embedding_size, cfg.hidden_size)
                                    if cfg.embedding_size != cfg.hidden_size else None)
         layers = range(cfg.num_hidden_layers)
         self.ltr_layers = nn.ModuleList(make_layer(cfg, i) for i in layers)
         self.rtl_layers = nn.ModuleList(make_layer(cfg, i) for i in layers)
-        # The modern architecture's towers end with its final LayerNorm, each its own.
+        # An architecture with a final LayerNorm (the modern one) ends each tower with its own.
         self.ltr_norm, self.rtl_norm = (
-            (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=False) for _ in "lr")
-            if cfg.is_modern else (nn.Identity(), nn.Identity()))
-        self.cloze_head = GeneratorHead(dataclasses.replace(cfg, hidden_size=2 * cfg.hidden_size))
+            (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=arch.biases)
+             for _ in "lr")
+            if arch.final_norm else (nn.Identity(), nn.Identity()))
+        self.cloze_head = GeneratorHead(dataclasses.replace(cfg, hidden_size=2 * cfg.hidden_size),
+                                        biases=arch.biases)
         self.output_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.causal_attention = arch.load("causal_attention")
 
     def hidden(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -86,14 +97,10 @@ class TwoTowerGenerator(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
-        b, s = input_ids.shape
+        b = input_ids.shape[0]
         ltr, rtl = x, x
-        if self.config.is_modern:
-            ltr_bias, rtl_bias = (attention_inputs(self.config, attention_mask, x, causal=d)
-                                  for d in ("left-to-right", "right-to-left"))
-        else:
-            ltr_bias = causal_bias(attention_mask, b, s, False, x.dtype, x.device)
-            rtl_bias = causal_bias(attention_mask, b, s, True, x.dtype, x.device)
+        ltr_bias, rtl_bias = (self.causal_attention(self.config, attention_mask, x, direction)
+                              for direction in ("left-to-right", "right-to-left"))
         for layer in self.ltr_layers:
             ltr = layer(ltr, ltr_bias)
         for layer in self.rtl_layers:

@@ -35,7 +35,7 @@ from electra.objectives.core import (
     weighted_mean,
 )
 from electra.objectives.generators import (
-    check_modern_sharing,
+    check_embedding_sharing,
     generator_config,
     sample_from_logits,
 )
@@ -93,7 +93,7 @@ class _TwoTowerObjective(Objective):
         super().__init__(obj_cfg, context)
         obj_cfg = self.cfg
         _check_supported(obj_cfg, allow_disallow_correct=not self.nce)
-        check_modern_sharing(model_cfg, obj_cfg)
+        check_embedding_sharing(model_cfg, obj_cfg)
         self.discriminator = Discriminator(model_cfg)
         # Tied embeddings (5.3.1) unless sharing = "none".
         shared = self.discriminator.electra.embeddings if obj_cfg.sharing == "embeddings" else None

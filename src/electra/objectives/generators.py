@@ -54,14 +54,16 @@ def same_size(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> bool:
     return generator_config(model_cfg, obj_cfg) == model_cfg
 
 
-def check_modern_sharing(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
-    """The modern architecture has no embedding projection: a generator that shares its token
-    embeddings must be as wide as the model."""
+def check_embedding_sharing(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) -> None:
+    """An architecture without an embedding projection (the modern one): a generator that shares
+    its token embeddings must be as wide as the model."""
     narrower = model_cfg.scaled(obj_cfg.generator_multiplier).hidden_size != model_cfg.hidden_size
-    if model_cfg.is_modern and obj_cfg.sharing in ("embeddings", "gdes") and narrower:
+    if (not model_cfg.arch.embedding_projection and obj_cfg.sharing in ("embeddings", "gdes")
+            and narrower):
         raise ElectraError(
-            f"objective.sharing={obj_cfg.sharing!r} shares the token embeddings, and the modern "
-            "architecture has no embedding projection, so its generator must be as wide as the "
+            f"objective.sharing={obj_cfg.sharing!r} shares the token embeddings, and the "
+            f"{model_cfg.architecture} architecture has no embedding projection, so its "
+            "generator must be as wide as the "
             f"model: objective.generator_multiplier=1.0 (got {obj_cfg.generator_multiplier}; "
             "make it shallower with objective.generator_layers), or objective.sharing='none'")
 
@@ -71,7 +73,7 @@ def check_generator_options(model_cfg: ModelConfig, obj_cfg: ObjectiveConfig) ->
     if not GENERATORS[obj_cfg.generator].network and obj_cfg.sharing != "embeddings":
         raise ElectraError(f"objective.sharing={obj_cfg.sharing!r} needs objective.generator="
                            f"'mlm' (a {obj_cfg.generator} sampler has no weights to share)")
-    check_modern_sharing(model_cfg, obj_cfg)
+    check_embedding_sharing(model_cfg, obj_cfg)
     if WEIGHT_SHARING[obj_cfg.sharing].whole_encoder and not same_size(model_cfg, obj_cfg):
         raise ElectraError(
             f"objective.sharing={obj_cfg.sharing!r} ties every encoder weight, so the generator "

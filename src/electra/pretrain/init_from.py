@@ -21,20 +21,21 @@ import torch
 
 from electra.config import PretrainConfig
 from electra.errors import ElectraError
-from electra.model.hf import architecture_of, load_encoder, load_pretrained, read_config_json
-from electra.model.modern_hf import is_modern_discriminator
+from electra.model.hf import (
+    architecture_of,
+    is_discriminator,
+    load_encoder,
+    load_pretrained,
+    read_config_json,
+)
 from electra.model.networks import Discriminator, Generator
-from electra.model_config import ModelConfig
+from electra.model_config import FIXED_BY_CHECKPOINT, ModelConfig, fields_marked
 from electra.objectives import REGISTRY, objective_class
 from electra.settings import Sources
 
 # Model fields a checkpoint fixes (the others, dropout and the initialiser's range for fresh
-# heads, are training settings a run may change).
-ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-                       "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                       "type_vocab_size", "layer_norm_eps", "position_bias", "alibi_max_slope",
-                       "architecture", "global_attn_every_n_layers", "local_attention",
-                       "global_rope_theta", "local_rope_theta")
+# heads, are training settings a run may change): ModelConfig marks them.
+ARCHITECTURE_FIELDS = fields_marked(FIXED_BY_CHECKPOINT)
 WITH_HEAD = {"ElectraForPreTraining": "discriminator", "ElectraForMaskedLM": "generator",
              "BertForMaskedLM": "generator", "ModernBertForMaskedLM": "generator"}
 BARE_ENCODERS = ("ElectraModel", "BertModel", "ModernBertModel")
@@ -134,7 +135,7 @@ def adopt_checkpoint(cfg: PretrainConfig, source: InitSource,
         if f"model.{name}" not in explicit:
             setattr(cfg.model, name, getattr(ckpt, name))
     if source.generator_config is None:
-        if ckpt.is_modern:  # the modern presets' rule (DeBERTa-V3's): as wide, half as deep
+        if ckpt.arch.wide_generator:  # as wide, half as deep (DeBERTa-V3's; the modern presets')
             if "objective.generator_layers" not in explicit:
                 cfg.objective.generator_layers = max(1, ckpt.num_hidden_layers // 2)
             if "objective.generator_multiplier" not in explicit:
@@ -237,7 +238,7 @@ def _read(directory: Path, flag: str) -> tuple[ModelConfig, str | None, float | 
     arch = architecture_of(raw)
     flops = (raw.get("electra_toolkit") or {}).get("train_flops")
     flops = float(flops) if flops is not None else None
-    if is_modern_discriminator(raw):
+    if is_discriminator(raw):
         return cfg, "discriminator", flops
     if arch and arch not in (*WITH_HEAD, *BARE_ENCODERS):
         raise ElectraError(f"{flag} {directory}: architecture {arch!r} is not one pre-training "

@@ -20,11 +20,11 @@ from electra.errors import ElectraError
 from electra.model.hf import (
     architecture_of,
     encoder_from_hf,
+    is_discriminator,
     load_pretrained,
     read_config_json,
     read_model_dir,
 )
-from electra.model.modern_hf import is_modern_discriminator
 from electra.model.networks import Discriminator, Generator
 from electra.objectives import REGISTRY, objective_class
 from electra.scoring.pll import (
@@ -65,7 +65,7 @@ def detect_scorer(model_dir: str | Path) -> str:
         return "mlm"
     if raw.get("model_type") == TWO_TOWER_MODEL_TYPE:
         return "two-tower"
-    if arch == "ElectraForPreTraining" or is_modern_discriminator(raw):
+    if is_discriminator(raw):
         objective = objective_of(raw)
         scorer = discriminator_scorer(objective)
         if scorer is not None:
