@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, write_atomic
 from electra.finetune.baseline import CONFIG_FILES, random_init
@@ -46,7 +47,6 @@ from electra.finetune.loop import FinetuneSettings, finetune, primary_key
 from electra.finetune.model_io import check_model_dir
 from electra.tasks import get_task
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 STARTS = ("pretrained", "random")
 
 
