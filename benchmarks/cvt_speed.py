@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.cvt.run import TrainSettings, run_train
 from electra.device import cpu_name
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 LOG_EVERY = 25  # electra.cvt.train logs every 25 steps
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.config import PretrainConfig
 from electra.data.vocab import train_vocab
 from electra.finetune.data import feature_lengths, padded_tokens, train_batches
@@ -56,7 +57,6 @@ from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tokenizer import load_tokenizer
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 VOCAB_CORPUS = [SHARED / "corpus" / "nltk" / f"{n}.jsonl.gz"
                 for n in ("reuters", "brown_untagged", "gutenberg")]
 

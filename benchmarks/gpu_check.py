@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.finetune_speed import SHARED
+from benchmarks.shared_data import SHARED, imdb_reviews
 from electra.cli import main as electra
 from electra.fileutil import write_atomic
 
@@ -76,8 +76,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def prepare_bundle(bundle: Path, toy: bool = False) -> Path:
     """Vocabulary, packed pre-training shards and SST-2, from ../shared/data."""
-    from experiments.ladder_on_mix import imdb_reviews
-
     corpus_dir = SHARED / "corpus"
     bundle.mkdir(parents=True, exist_ok=True)
     if toy:

@@ -147,9 +147,10 @@ def accuracy(args, device: str) -> dict:
 def pretrain_scoring_models(args) -> dict:
     """Pre-train mlm, electric and electra-tt at one budget; fill args.mlm etc. with their
     exports and return each run's steps and FLOPs."""
-    from experiments import equal_budget as eb
+    from benchmarks import equal_budget as eb
+    from benchmarks.shared_data import SHARED
 
-    data = eb.prepare_data(args.work, eb.SHARED / "corpus", args.vocab_size)
+    data = eb.prepare_data(args.work, SHARED / "corpus", args.vocab_size)
     vocab_size = eb.vocab_size_of(data)
     budget = eb.budget_flops(args.pretrain_budget, vocab_size)
     runs = {}

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.multitask.significance import add_significance
 from electra.multitask.strategies import SingleOverrides, load_task_results, run_strategy
 from electra.multitask.train import MultitaskSettings
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # name -> (strategy, teachers from Single?, settings changes)
 RUNS = {
     "single": ("single", False, {}),

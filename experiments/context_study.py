@@ -34,7 +34,7 @@ from electra.objectives import objective_step_flops
 from electra.pretrain.heldout import build_fixed_corruptions
 from electra.pretrain.loop import pretrain, special_ids_for
 from electra.settings import resolve
-from experiments.objective_ladder import LABELS, LADDER
+from experiments.common import LADDER, LADDER_LABELS
 
 # name -> (overrides as --set would give them, what it tests). Budgets are equal in training
 # FLOPs to the baseline's STEPS tiny ELECTRA steps (variants with another step cost get
@@ -75,7 +75,7 @@ VARIANTS: dict[str, tuple[dict, str]] = {
 # recipe, on the same data as its ELECTRA runs (`base-rate+alibi-steep`), so their transfer
 # compares at equal FLOPs. The other objectives keep tiny-local's ALiBi encoder with a zero
 # head bias: the base-rate bias is defined for ELECTRA's all-token head only (as
-# `experiments/equal_budget.run_config` sets it for the ladder).
+# `benchmarks/equal_budget.run_config` sets it for the ladder).
 def ladder_variant(objective: str) -> str:
     """The variant that runs one of the ladder's objectives with the CPU recipe."""
     return "base-rate+alibi-steep" if objective == "electra" else f"{objective}+alibi-steep"
@@ -104,7 +104,8 @@ VARIANTS.update({
 VARIANTS.update({
     ladder_variant(objective): (
         {"objective.name": objective, **ALIBI_STEEP},
-        f"the ladder's {LABELS[objective]} with tiny-local's encoder (zero head bias), equal FLOPs")
+        f"the ladder's {LADDER_LABELS[objective]} with tiny-local's encoder (zero head bias), "
+        "equal FLOPs")
     for objective in LADDER if objective != "electra"})
 VARIANTS.update({
     generator_variant(size): (

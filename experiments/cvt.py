@@ -43,12 +43,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.cvt.config import make_config
 from electra.cvt.run import TrainSettings, run_train
 from electra.errors import ElectraError
 from electra.settings import resolve
+from experiments.common import cvt_method
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt",
         "dep": SHARED / "ud_english_ewt"}
 METRIC = {"chunk": "f1", "pos": "accuracy", "dep": "las"}
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
             raw: dict[str, dict[int, float]] = {}  # method -> seed -> unrounded score
             for method in methods:
                 mine = sorted((r for r in runs if r["size"] == size and task in r["tasks"]
-                               and _method(r) == method), key=lambda r: r["seed"])
+                               and cvt_method(r) == method), key=lambda r: r["seed"])
                 if mine:
                     row["train_sentences"] = mine[0]["train_sentences"][task]
                     scores = [r["scores"][task][METRIC[task]] for r in mine]
@@ -255,7 +256,7 @@ def _curve(staged: list[list[dict]], task: str, size: str, method: str) -> dict[
     at: dict[int, list[float]] = {}
     for stages in staged:
         for r in stages:
-            if r["size"] == size and task in r["tasks"] and _method(r) == method:
+            if r["size"] == size and task in r["tasks"] and cvt_method(r) == method:
                 at.setdefault(r["steps"], []).append(r["scores"][task][METRIC[task]])
     return {str(k): round(100 * statistics.median(v), 2) for k, v in sorted(at.items())}
 
@@ -265,12 +266,6 @@ def _device_name(device: str) -> str:
     if device == "cpu" or not torch.cuda.is_available():
         return "cpu"
     return torch.cuda.get_device_name()
-
-
-def _method(run: dict) -> str:
-    if len(run["tasks"]) > 1:
-        return "multitask"
-    return "cvt" if run["cvt"] else "supervised"
 
 
 if __name__ == "__main__":

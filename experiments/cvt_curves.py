@@ -22,7 +22,8 @@ from pathlib import Path
 
 from electra.cvt.train import supervised_task_index
 from electra.errors import ElectraError
-from experiments.cvt import LABELS, METRIC, _method
+from experiments.common import cvt_method
+from experiments.cvt import LABELS, METRIC
 
 COLORS = {"supervised": "tab:blue", "cvt": "tab:red", "multitask": "tab:green"}
 NAMES = {"supervised": "supervised", "cvt": "CVT", "multitask": "multi-task CVT"}
@@ -66,7 +67,7 @@ def curves(sources: list[tuple[str, list[dict]]]) -> dict[tuple[str, str, str], 
     for label, entries in sources:
         for e in entries:
             for task, scores in e["scores"].items():
-                key = (task, label, _method(e))
+                key = (task, label, cvt_method(e))
                 out.setdefault(key, {}).setdefault(task_steps(e, task), []).append(
                     (e["seed"], round(100 * scores[METRIC[task]], 2)))
     return out

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.cvt.batch import Sampler, encode_words
 from electra.cvt.config import make_config
 from electra.cvt.model import CVTModel
@@ -48,7 +49,6 @@ from electra.cvt.train import (
 from electra.cvt.unlabeled import load_sentences
 from electra.cvt.vocab import build_vocab
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BEFORE = ("tf_init", "boundary_tokens", "sparse_embedding_momentum", "parser_hidden_layer")
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt"}
 

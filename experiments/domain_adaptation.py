@@ -22,13 +22,12 @@ import statistics
 import sys
 from pathlib import Path
 
+from benchmarks.shared_data import SHARED, imdb_reviews
 from electra.cli import main as electra
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from experiments import finetune_transfer
-from experiments.ladder_on_mix import imdb_reviews
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MODELS = ("start", "in-domain", "general")
 LABELS = {"start": "(a) general text only", "in-domain": "(b) + in-domain (IMDB)",
           "general": "(c) + as much general text"}

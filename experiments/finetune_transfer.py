@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.shared_data import SHARED
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, write_atomic
 from electra.finetune.baseline import CONFIG_FILES, random_init
@@ -48,7 +49,6 @@ from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
 from electra.tasks import get_task
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 STARTS = ("pretrained", "random")
 
 

@@ -25,22 +25,26 @@ from __future__ import annotations
 
 import argparse
 import glob
-import gzip
 import json
 import re
 import statistics
 import sys
 from pathlib import Path
 
+from benchmarks.shared_data import SHARED, imdb_reviews
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.runtime.plot import plot as plot_curves
 from experiments import context_study, finetune_transfer
-from experiments.objective_ladder import LABELS, LADDER, PAPER_TABLE_5_7
+from experiments.common import (
+    LADDER,
+    LADDER_LABELS,
+    PAPER_TABLE_5_7,
+    passes_cell,
+    seeds_cell,
+)
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUDGET_STEPS = 9000  # the recipe's ELECTRA run: the budget every objective gets in FLOPs
-IMDB_REVIEWS = 25_000
 TASKS = ("CoLA", "SST-2", "RTE")
 # (variant, objective) of the ladder's rows, Table 5.7's order; the generator sweep's
 # (variant, size)
@@ -80,28 +84,6 @@ def parse_args(argv: list[str] | None = None, variants: list[str] = VARIANTS,
     except ValueError:
         p.error(f"--seeds: comma-separated integers, got {args.seeds!r}")
     return args
-
-
-def imdb_reviews(corpus_dir: Path, out: Path, n: int = IMDB_REVIEWS, skip: int = 0) -> Path:
-    """`n` unlabeled IMDB reviews after the first `skip`, as JSON lines, `<br />` turned into
-    line breaks (with `skip=0`, what docs/experiments/cpu-recipe.md's `zcat | head | sed`
-    writes, byte for byte). An existing `out` is reused as it is: name it after `n` and
-    `skip`."""
-    if out.is_file():
-        return out
-    source = corpus_dir / "aclImdb" / "unsup.jsonl.gz"
-    if not source.is_file():
-        raise ElectraError(f"{source}: not found (the IMDB part of the recipe's text mix)")
-    lines = []
-    with gzip.open(source, "rt", encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if len(lines) == n:
-                break
-            if i < skip:
-                continue
-            lines.append(line.replace("<br />", "\\n").replace("<br/>", "\\n"))
-    write_atomic(out, "".join(lines))
-    return out
 
 
 def mix_corpus(args: argparse.Namespace) -> list[str]:
@@ -188,17 +170,6 @@ def model_row(transfer: dict, pretrain: dict) -> dict:
             "avg_delta": 100 * statistics.fmean(tasks[t]["delta_median"] for t in tasks)}
 
 
-def _seeds(values: list[float], fmt: str = "{:.1f}") -> str:
-    text = " / ".join(fmt.format(v) for v in values)
-    return text if len(values) == 1 else f"{text} (median {fmt.format(statistics.median(values))})"
-
-
-def _passes(rows: list[dict]) -> str:
-    """Median passes over the text, of the runs that recorded it (older runs did not)."""
-    known = [r["data_passes"] for r in rows if r["data_passes"] is not None]
-    return f"{statistics.median(known):.1f}" if known else "–"
-
-
 def markdown(models: dict[str, list[dict]]) -> str:
     head = ("| objective (equal FLOPs) | seeds | pre-training steps | passes over the text | "
             + " | ".join(TASKS) + " | average Δ vs random init | paper (Table 5.7, GLUE) |\n"
@@ -207,16 +178,16 @@ def markdown(models: dict[str, list[dict]]) -> str:
     random = None
     for variant, objective in OBJECTIVES:
         rows = models.get(variant, [])
-        label, paper = LABELS[objective], PAPER_TABLE_5_7[objective]
+        label, paper = LADDER_LABELS[objective], PAPER_TABLE_5_7[objective]
         if not rows:
             lines.append(f"| {label} | – | | | " + "| " * len(TASKS) + f"not run | {paper} |")
             continue
         random = random or rows[0]["random"]
         lines.append(
             f"| {label} | {', '.join(str(r['seed']) for r in rows)} | {rows[0]['steps']:,} | "
-            f"{_passes(rows)} | "
-            + " | ".join(_seeds([r["scores"][t] for r in rows]) for t in TASKS)
-            + f" | {_seeds([r['avg_delta'] for r in rows], '{:+.1f}')} | {paper} |")
+            f"{passes_cell(rows)} | "
+            + " | ".join(seeds_cell([r["scores"][t] for r in rows]) for t in TASKS)
+            + f" | {seeds_cell([r['avg_delta'] for r in rows], '{:+.1f}')} | {paper} |")
     if random is None:
         random = next((r[0]["random"] for r in models.values() if r), None)
     if random:
@@ -227,7 +198,7 @@ def markdown(models: dict[str, list[dict]]) -> str:
     for variant, size in GENERATORS:
         rows = models.get(variant, [])
         seeds = ", ".join(str(r["seed"]) for r in rows) or "–"
-        cells = (f"{rows[0]['steps']:,} | {_seeds([r['avg_delta'] for r in rows], '{:+.1f}')}"
+        cells = (f"{rows[0]['steps']:,} | {seeds_cell([r['avg_delta'] for r in rows], '{:+.1f}')}"
                  if rows else " | not run")
         sweep.append(f"| {size:g} | {seeds} | {cells} |")
     return head + "\n".join(lines) + "\n\n" + "\n".join(sweep) + "\n"
@@ -244,7 +215,7 @@ def plot(models: dict[str, list[dict]], out: Path) -> Path | None:
     except ImportError:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=(5, 4))
-    objectives = [(v, LABELS[o]) for v, o in OBJECTIVES]
+    objectives = [(v, LADDER_LABELS[o]) for v, o in OBJECTIVES]
     for ax, entries, xlabel in ((left, objectives, "objective, equal FLOPs (Table 5.7)"),
                                 (right, [(v, f"{s:g}") for v, s in GENERATORS],
                                  "generator size, x the discriminator's width (5.3.2)")):

@@ -23,7 +23,8 @@ from pathlib import Path
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from experiments import context_study, ladder_on_mix
-from experiments.ladder_on_mix import TASKS, _passes, _seeds
+from experiments.common import passes_cell, seeds_cell
+from experiments.ladder_on_mix import TASKS
 
 # (variant, what the row is), in the table's order.
 ROWS = [("electra", "tiny (BERT architecture), ELECTRA"),
@@ -55,9 +56,9 @@ def markdown(work: Path, models: dict[str, list[dict]], budget: int) -> str:
                 if (a := final_auc(work, variant, r["seed"], budget)) is not None]
         lines.append(
             f"| {label} | {', '.join(str(r['seed']) for r in rows)} | {rows[0]['steps']:,} | "
-            f"{_passes(rows)} | {_seeds(aucs, '{:.3f}') if aucs else '–'} | "
-            + " | ".join(_seeds([r["scores"][t] for r in rows]) for t in TASKS)
-            + f" | {_seeds([r['avg_delta'] for r in rows], '{:+.1f}')} |")
+            f"{passes_cell(rows)} | {seeds_cell(aucs, '{:.3f}') if aucs else '–'} | "
+            + " | ".join(seeds_cell([r["scores"][t] for r in rows]) for t in TASKS)
+            + f" | {seeds_cell([r['avg_delta'] for r in rows], '{:+.1f}')} |")
     for name, random in baselines.items():
         lines.append(f"| random init ({name}) | | 0 | | | "
                      + " | ".join(f"{random[t]:.1f}" for t in TASKS) + " | |")

@@ -43,15 +43,7 @@ import statistics
 import time
 from pathlib import Path
 
-from electra.errors import ElectraError
-from electra.finetune.baseline import random_init
-from electra.finetune.evaluation import primary_key
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
-from electra.runtime.plot import plot
-from electra.tasks import get_task
-from experiments.equal_budget import (
-    SHARED,
+from benchmarks.equal_budget import (
     budget_flops,
     log,
     pin_settings,
@@ -61,14 +53,15 @@ from experiments.equal_budget import (
     steps_for_budget,
     vocab_size_of,
 )
-
-LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
-LABELS = {"electra": "ELECTRA", "all-tokens-mlm": "All-Tokens MLM", "replace-mlm": "Replace MLM",
-          "electra-15": "ELECTRA 15%", "mlm": "BERT (MLM)",
-          "random-init": "no pre-training (reference)"}
-# Table 5.7 (GLUE dev score, base-sized models) for the side-by-side row.
-PAPER_TABLE_5_7 = {"electra": 85.0, "all-tokens-mlm": 84.3, "replace-mlm": 82.4,
-                   "electra-15": 82.4, "mlm": 82.2}
+from benchmarks.shared_data import SHARED
+from electra.errors import ElectraError
+from electra.finetune.baseline import random_init
+from electra.finetune.evaluation import primary_key
+from electra.finetune.run import finetune
+from electra.finetune.settings import FinetuneSettings
+from electra.runtime.plot import plot
+from electra.tasks import get_task
+from experiments.common import LADDER, LADDER_LABELS, PAPER_TABLE_5_7
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -207,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
               "settings": {k: str(v) for k, v in vars(args).items()}}
     md = ["Objective ladder (Table 5.7 layout), dev medians over "
           f"{args.seeds} seeds, equal budget {budget:.3g} training FLOPs:", "",
-          table(ladder, "objective", lambda r: LABELS.get(r["objective"], r["objective"])),
+          table(ladder, "objective",
+                lambda r: LADDER_LABELS.get(r["objective"], r["objective"])),
           "", "Generator size sweep (ELECTRA, section 5.3.2):", "",
           table(sweep, "generator size", lambda r: f"{r['generator_multiplier']:g}"),
           "", time_line(ladder + sweep)]

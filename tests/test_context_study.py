@@ -4,7 +4,8 @@
 
 import pytest
 
-from experiments import context_study, equal_budget
+from benchmarks import equal_budget
+from experiments import context_study
 
 
 @pytest.mark.parametrize("variant,objective,multiplier", [

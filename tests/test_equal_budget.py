@@ -3,7 +3,7 @@
 
 import pytest
 
-from experiments import equal_budget
+from benchmarks import equal_budget
 
 
 @pytest.mark.parametrize("objective,multiplier", [

@@ -9,22 +9,23 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.shared_data import SHARED, imdb_reviews
 from experiments import ladder_on_mix as ladder
 
-IMDB = ladder.SHARED / "corpus" / "aclImdb" / "unsup.jsonl.gz"
-GLUE = ladder.SHARED / "glue"
+IMDB = SHARED / "corpus" / "aclImdb" / "unsup.jsonl.gz"
+GLUE = SHARED / "glue"
 
 
 @pytest.mark.skipif(not IMDB.is_file() or shutil.which("zcat") is None, reason="no IMDB text")
 def test_imdb_part_is_what_readmes_shell_pipeline_writes(tmp_path):
-    out = ladder.imdb_reviews(ladder.SHARED / "corpus", tmp_path / "imdb.jsonl", n=300)
+    out = imdb_reviews(SHARED / "corpus", tmp_path / "imdb.jsonl", n=300)
     shell = subprocess.run(
         f"zcat {IMDB} | head -300 | sed 's#<br />#\\\\n#g; s#<br/>#\\\\n#g'", shell=True,
         capture_output=True, check=True).stdout
     assert out.read_bytes() == shell
     lines = out.read_text(encoding="utf-8").rstrip("\n").split("\n")  # not str.splitlines: U+2028
     assert len(lines) == 300 and all("<br" not in json.loads(line)["text"] for line in lines)
-    unseen = ladder.imdb_reviews(ladder.SHARED / "corpus", tmp_path / "unseen.jsonl", n=100,
+    unseen = imdb_reviews(SHARED / "corpus", tmp_path / "unseen.jsonl", n=100,
                                  skip=250)
     assert unseen.read_bytes().split(b"\n")[:50] == shell.split(b"\n")[250:300]
 
@@ -89,7 +90,7 @@ def test_two_models_end_to_end_share_one_random_baseline(tmp_path, monkeypatch):
             lines = (GLUE / task / f"{split}.tsv").read_text().splitlines()
             (glue / task / f"{split}.tsv").write_text(
                 "\n".join(lines[:n] if task == "CoLA" else lines[:n + 1]) + "\n")
-    imdb = ladder.imdb_reviews(ladder.SHARED / "corpus", tmp_path / "imdb.jsonl", n=300)
+    imdb = imdb_reviews(SHARED / "corpus", tmp_path / "imdb.jsonl", n=300)
     monkeypatch.setattr(ladder, "mix_corpus", lambda args: [str(imdb)])
     work = tmp_path / "work"
     common = ["--work", str(work), "--glue", str(glue), "--finetune-seeds", "1",

@@ -1,4 +1,5 @@
-"""Shared by the benchmarks that compare objectives at equal training compute: one vocabulary
+"""Shared by the studies (experiments/) and the benchmarks that compare objectives at equal
+training compute (benchmarks/scoring.py): one vocabulary
 and one packed data set from the English text of ../shared/data/corpus, and `tiny` pre-training
 runs whose step counts buy the same FLOPs (dissertation section 5.2.2: objectives are compared
 at equal compute, so a cheaper objective trains for more steps, as BERT does in Table 5.1).
@@ -20,7 +21,6 @@ from electra.data.vocab import train_vocab
 from electra.objectives import objective_step_flops
 from electra.pretrain.loop import pretrain
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SEQ_LEN = 128
 CORPUS = ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens",
           "nltk/reuters.jsonl.gz", "nltk/gutenberg.jsonl.gz", "nltk/brown_untagged.jsonl.gz",
