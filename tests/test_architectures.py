@@ -71,7 +71,7 @@ def test_registering_takes_a_new_name_once(monkeypatch):
     ModelConfig(architecture="toy", **SIZES).validate()
     with pytest.raises(ElectraError, match="'toy' is already registered"):
         register_architecture(dataclasses.replace(toy, final_norm=True))
-    with pytest.raises(ElectraError, match="'toy' architecture has no transformers"):
+    with pytest.raises(ElectraError, match="'toy' architecture's record has no 'transformers'"):
         toy.load("transformers")
 
 

@@ -204,5 +204,5 @@ def test_new_architecture_is_one_record(monkeypatch, tmp_path):
     encoder = module.PreNormEncoder(cfg)
     assert flops.encoder_params(cfg) == sum(p.numel() for p in encoder.parameters())
     assert isinstance(FinetuneModel(encoder, "sequence", 3).task_head.out, torch.nn.Linear)
-    with pytest.raises(ElectraError, match="'prenorm' architecture has no transformers"):
+    with pytest.raises(ElectraError, match="'prenorm' architecture's record has no"):
         save_pretrained(objective.model, tmp_path / "mlm")

@@ -77,8 +77,8 @@ class Architecture:
         """The object field `piece` names, its module imported on first use."""
         value = getattr(self, piece)
         if value is None:
-            raise ElectraError(f"the {self.name!r} architecture has no {piece} (its models "
-                               f"cannot be {_PURPOSE.get(piece, 'used this way')})")
+            raise ElectraError(f"the {self.name!r} architecture's record has no {piece!r}: its "
+                               f"models cannot be {_PURPOSE.get(piece, 'used this way')}")
         if not isinstance(value, str):
             return value
         module, _, attr = value.partition(":")

@@ -111,6 +111,7 @@ class FinetunedLayout(Protocol):
 
 
 def finetuned_layout(cfg: ModelConfig) -> FinetunedLayout:
+    """The fine-tuned layout of `cfg`'s architecture (ElectraError where it has none)."""
     return cfg.arch.load("finetuned")
 
 
