@@ -139,6 +139,9 @@ def test_flops_reads_a_run_settings_file(tmp_path, capsys):
         settings.objective.generator_layers == settings.model.num_hidden_layers // 2
     assert main(["flops", "--preset", "tiny", "--set", "train.batch_size=3"]) == 0
     assert json.loads(capsys.readouterr().out)["batch_size"] == 3
+    # tiny-local's base-rate bias is for training ELECTRA; a count takes any objective
+    assert main(["flops", "--preset", "tiny-local", "--objective", "mlm"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective_config"]["disc_bias_init"] == "zero"
 
 
 def test_a_rerun_from_its_settings_file_is_byte_identical(data_dir, tmp_path):

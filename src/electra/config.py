@@ -151,6 +151,12 @@ class ObjectiveConfig:
     mws_weight: float = 2.0
     teams_shared_layers: int | None = None
 
+    @property
+    def takes_disc_bias_init(self) -> bool:
+        """Whether a discriminator bias other than zero applies: ELECTRA's, which scores every
+        token (docs/experiments/collapse.md)."""
+        return self.name == "electra"
+
     def resolve_defaults(self) -> None:
         """Fill fields left at None with this objective's defaults (in place)."""
         if self.name not in OBJECTIVES:
@@ -192,7 +198,7 @@ class ObjectiveConfig:
         for name in ("gen_weight", "disc_weight", "mws_weight"):
             if getattr(self, name) < 0:
                 raise ElectraError(f"objective.{name} must be >= 0, got {getattr(self, name)}")
-        if self.disc_bias_init != "zero" and self.name != "electra":
+        if self.disc_bias_init != "zero" and not self.takes_disc_bias_init:
             raise ElectraError(f"objective.disc_bias_init={self.disc_bias_init!r} is for the "
                                f"electra objective, which scores every token (got "
                                f"objective.name={self.name!r}; set "
