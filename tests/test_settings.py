@@ -15,7 +15,6 @@ from electra.config import PretrainConfig
 from electra.cvt.cli import train_settings
 from electra.errors import ElectraError
 from electra.finetune.cli import _finetune_settings
-from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
 from electra.pretrain.cli import build_pretrain_config
 from electra.settings import Source, resolve, write_settings
@@ -69,7 +68,9 @@ def test_config_then_flags_then_set(tmp_path):
     args = build_parser().parse_args(_argv("finetune", tmp_path / "o", "--config", str(config),
                                            "--batch-size", "16",
                                            "--set", "finetune.warmup_fraction=0.3"))
-    s = _finetune_settings(args, train=True)
+    s, sources = _finetune_settings(args, train=True)
+    assert sources.of("finetune.batch_size") == Source("flag", "--batch-size")
+    assert sources.of("finetune.seeds") == Source("file", str(config))
     assert (s.batch_size, s.warmup_fraction, s.seeds) == (16, 0.3, 4)
     assert s.weight_decay == FinetuneSettings().weight_decay  # untouched: the default
 
@@ -173,11 +174,16 @@ def _sst2(folder: Path) -> Path:
     return folder
 
 
-def test_finetune_writes_the_settings_it_used(tiny_model, tmp_path):
+def test_finetune_writes_the_settings_it_used(tiny_model, tmp_path, capsys):
     data = _sst2(tmp_path / "glue")
     out = tmp_path / "ft"
-    res = finetune(tiny_model, "SST-2", data, out, FinetuneSettings(epochs=1, batch_size=8,
-                                                                    device="cpu"))
+    assert main(["finetune", "--model", str(tiny_model), "--task", "SST-2", "--data", str(data),
+                 "--out", str(out), "--epochs", "1", "--batch-size", "8", "--device", "cpu",
+                 "--quiet"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    assert (run["model"], run["task"], run["data"]) == (str(tiny_model), "SST-2", str(data))
+    assert run["sources"]["finetune.batch_size"] == "flag: --batch-size"
     written = json.loads((out / "settings.json").read_text())["finetune"]
     assert written == {k: res["settings"][k] for k in written}
     assert written["lr"] == res["settings"]["lr"] is not None  # resolved from the size

@@ -105,8 +105,8 @@ def _add_finetune_flags(p, train: bool) -> None:
 
 
 def _finetune_settings(args, train: bool):
-    """The run's `FinetuneSettings`: defaults, then (`finetune` only) --config, the flags
-    given, then --set (`electra.settings`)."""
+    """The run's `FinetuneSettings` and where each value came from: defaults, then
+    (`finetune` only) --config, the flags given, then --set (`electra.settings`)."""
     from electra.finetune.settings import FinetuneSettings
     from electra.settings import resolve
 
@@ -115,16 +115,14 @@ def _finetune_settings(args, train: bool):
                                                      "max_eval_examples", "max_seq_len")}
     flags["precision"] = args.precision
     if not train:
-        resolve({"finetune": settings}, None, {"finetune": flags}, [])
-        return settings
+        return settings, resolve({"finetune": settings}, None, {"finetune": flags}, [])
     flags.update({name: getattr(args, name) for name in (
         "seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
         "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay", "log_every")})
     flags.update(save_all_seeds=args.save_all_seeds or None,
                  tensorboard=args.tensorboard or None,
                  length_sorted=False if args.no_length_sort else None)
-    resolve({"finetune": settings}, args.config, {"finetune": flags}, args.set)
-    return settings
+    return settings, resolve({"finetune": settings}, args.config, {"finetune": flags}, args.set)
 
 
 def _user_options(args) -> dict:
@@ -137,13 +135,13 @@ def _run_finetune(args) -> None:
     from electra.tasks import get_task
     from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 
-    settings = _finetune_settings(args, train=True)
+    settings, sources = _finetune_settings(args, train=True)
     progress = not args.quiet and show_progress()
     if args.task.lower() == GLUE_SUITE:
         from electra.finetune.glue_suite import run_glue
 
         names = args.glue_tasks.split(",") if args.glue_tasks else None
-        res = run_glue(args.model, args.data, args.out, settings, names, progress)
+        res = run_glue(args.model, args.data, args.out, settings, names, progress, sources)
         print(json.dumps({"glue_score": res["glue_score"],
                           "tasks": {k: v["median"] for k, v in res["tasks"].items()}}))
         return
@@ -151,7 +149,8 @@ def _run_finetune(args) -> None:
     if args.task.lower() in SQUAD_VERSIONS:
         options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
     task = get_task(args.task, **options)
-    res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task)
+    res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
+                   sources=sources)
     print(json.dumps({"task": res["task"], "median": res["median"],
                       "results": f"{args.out}/results.json"}))
 
@@ -160,7 +159,7 @@ def _run_evaluate(args) -> None:
     from electra.finetune.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
-                   _finetune_settings(args, train=False), args.max_seq_len)
+                   _finetune_settings(args, train=False)[0], args.max_seq_len)
     print(json.dumps({"task": res["task"], "scores": res["scores"]}))
 
 
@@ -168,5 +167,5 @@ def _run_predict(args) -> None:
     from electra.finetune.predict import predict
 
     written = predict(args.model, args.data, args.out, args.task,
-                      _finetune_settings(args, train=False), args.max_seq_len)
+                      _finetune_settings(args, train=False)[0], args.max_seq_len)
     print(json.dumps({"written": written}))

@@ -11,6 +11,7 @@ from electra.errors import ElectraError
 from electra.finetune.evaluation import primary_key
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
+from electra.settings import Sources
 from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name, glue_score
 
 
@@ -32,12 +33,13 @@ def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str
 
 def run_glue(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              settings: FinetuneSettings | None = None, names: list[str] | None = None,
-             show_progress: bool = False) -> dict:
+             show_progress: bool = False, sources: Sources | None = None) -> dict:
     out = Path(out_dir)
     per_task = {}
     for name in glue_tasks(data_dir, names):
         task = GlueTask(name)
-        res = finetune(model_dir, name, data_dir, out / name, settings, show_progress, task=task)
+        res = finetune(model_dir, name, data_dir, out / name, settings, show_progress, task=task,
+                       sources=sources)
         key = primary_key(task)
         per_task[name] = {"metric": key, "median": res["median"][key],
                           "medians": res["median"], "results": str(out / name / "results.json")}

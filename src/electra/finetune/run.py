@@ -33,7 +33,7 @@ from electra.finetune.training import TrainPlan, single_task_plan
 from electra.precision import device_and_precision
 from electra.presets import finetune_defaults
 from electra.runtime.metrics_log import require_tensorboard
-from electra.settings import write_settings
+from electra.settings import SETTINGS_FILE, Sources, write_run_record, write_settings
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tokenizer import special_token_ids
@@ -81,10 +81,11 @@ class SingleTaskJob:
 def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_dir: str | Path,
              settings: FinetuneSettings | None = None, show_progress: bool = False,
              task: Task | None = None, teacher: TargetsFactory | None = None,
-             extra_info: dict | None = None) -> dict:
+             extra_info: dict | None = None, sources: Sources | None = None) -> dict:
     """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With
     `teacher`, the targets are annealed mixtures of gold labels and a teacher's predictions
-    (Single->Single distillation); `extra_info` is recorded in results.json and the model."""
+    (Single->Single distillation); `extra_info` is recorded in results.json and the model.
+    `sources`: where each setting came from (`electra.settings.resolve`), for OUT/run.json."""
     from electra.runtime.speed import configure_process_for_speed
 
     settings = settings or FinetuneSettings()
@@ -116,6 +117,9 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
     write_settings(out, {"finetune": used})
+    write_run_record(out, {"model": str(model_dir), "task": task.name, "data": str(data_dir),
+                           "settings": SETTINGS_FILE,
+                           "sources": sources.to_json() if sources is not None else None})
     resolved = {**dataclasses.asdict(used), **(extra_info or {})}
 
     job = SingleTaskJob(task, plan, eval_sets, tokenizer, settings, device, out, model_dir,

@@ -93,7 +93,7 @@ def run_command(args) -> None:
     flags.update(length_sorted=args.length_sort or None, precision=args.precision,
                  save_all_seeds=args.save_all_seeds or None,
                  task_sampling=False if args.no_task_sampling else None)
-    resolve({"multitask": settings}, args.config, {"multitask": flags}, args.set)
+    sources = resolve({"multitask": settings}, args.config, {"multitask": flags}, args.set)
     baselines = {name: load_task_results(d) for name, d in parse_compare(args.compare).items()}
     teachers = [t for t in (args.teachers or "").split(",") if t]
     single = SingleOverrides(lr=args.single_lr, epochs=args.single_epochs,
@@ -102,7 +102,7 @@ def run_command(args) -> None:
 
     res = run_strategy(args.model, [t for t in args.tasks.split(",") if t], args.data, args.out,
                        args.strategy, settings, teachers, single,
-                       not args.quiet and sys.stderr.isatty())
+                       not args.quiet and sys.stderr.isatty(), sources)
     if baselines:
         from electra.multitask.significance import add_significance
 

@@ -29,6 +29,7 @@ from electra.multitask.train import (
     run_multitask,
 )
 from electra.precision import device_and_precision
+from electra.settings import Sources
 from electra.tasks.glue import task_summary
 from electra.tokenizer import load_tokenizer
 
@@ -70,8 +71,10 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
                  out_dir: str | Path, strategy: str = "multi",
                  settings: MultitaskSettings | None = None,
                  teachers: list[str | Path] | None = None,
-                 single: SingleOverrides | None = None, show_progress: bool = False) -> dict:
-    """Run every stage of `strategy`; returns the last stage's results."""
+                 single: SingleOverrides | None = None, show_progress: bool = False,
+                 sources: Sources | None = None) -> dict:
+    """Run every stage of `strategy`; returns the last stage's results. `sources`: where each
+    setting came from, for the multi-task stages' OUT/run.json."""
     stages = parse_strategy(strategy)
     settings = settings or MultitaskSettings()
     settings.validate()
@@ -99,7 +102,7 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
                       "stage_teachers": [str(t) for t in current] or None}
         if kind == "multi":
             results = run_multitask(model_dir, list(tasks), data_dir, stage_out, settings,
-                                    current or None, show_progress, stage_info)
+                                    current or None, show_progress, stage_info, sources)
             current = [stage_out / "model"]
         else:
             results = _single_stage(model_dir, list(tasks), data_dir, stage_out,

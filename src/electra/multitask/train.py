@@ -41,7 +41,7 @@ from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixtur
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
 from electra.precision import device_and_precision
 from electra.presets import multitask_defaults
-from electra.settings import write_settings
+from electra.settings import SETTINGS_FILE, Sources, write_run_record, write_settings
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
 from electra.tasks.glue import task_summary
@@ -130,9 +130,10 @@ def read_task_data(task: Task, folder: Path, settings: FinetuneSettings
 def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | Path,
                   out_dir: str | Path, settings: MultitaskSettings | None = None,
                   teachers: list[str | Path] | None = None, show_progress: bool = False,
-                  extra_info: dict | None = None) -> dict:
+                  extra_info: dict | None = None, sources: Sources | None = None) -> dict:
     """Train `settings.seeds` multi-task models; write and return OUT/results.json. Nothing is
-    written under OUT until every task's data and every teacher have been checked."""
+    written under OUT until every task's data and every teacher have been checked. `sources`:
+    where each setting came from (`electra.settings.resolve`), for OUT/run.json."""
     from electra.runtime.speed import configure_process_for_speed
 
     settings = settings or MultitaskSettings()
@@ -169,6 +170,10 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     pad_id = special_token_ids(tokenizer)["pad"]
     used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, size=size)
     write_settings(out, {"multitask": used})
+    write_run_record(out, {"model": str(model_dir), "tasks": list(tasks), "data": str(data_dir),
+                           "teachers": [str(t) for t in teachers or []],
+                           "settings": SETTINGS_FILE,
+                           "sources": sources.to_json() if sources is not None else None})
     resolved = {**dataclasses.asdict(used), "tasks": list(tasks),
                 "annealing": annealing.describe(), **(extra_info or {})}
     teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
