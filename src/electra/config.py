@@ -303,9 +303,6 @@ class PretrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-
     @classmethod
     def from_preset(cls, name: str) -> PretrainConfig:
         p = get_preset(name)
@@ -319,13 +316,6 @@ class PretrainConfig:
             train=TrainConfig(steps=p.electra_steps, batch_size=p.batch_size,
                               learning_rate=p.learning_rate, warmup_steps=p.warmup_steps),
         )
-
-    @classmethod
-    def load(cls, path: str | Path) -> PretrainConfig:
-        data = read_config_json(path)
-        cfg = cls.from_preset(data.get("preset", "tiny")) if isinstance(data, dict) else cls()
-        merge(cfg, data, where=str(path))
-        return cfg
 
 
 def with_precision(values: dict[str, Any]) -> dict[str, Any]:

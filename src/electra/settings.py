@@ -168,9 +168,12 @@ def resolve(targets: dict[str, Any], config: str | Path | None,
         given = {key: None if value is CLEAR else value
                  for key, value in values.items() if value is not None}
         merge(targets[name], given, where="flags")
-        for key in given:
-            flag = (flag_names or {}).get(f"{name}.{key}", "--" + key.replace("_", "-"))
-            sources[f"{name}.{key}"] = Source("flag", flag)
+        for key, value in values.items():
+            if value is CLEAR:  # back to its default, None
+                sources.pop(f"{name}.{key}", None)
+            elif value is not None:
+                flag = (flag_names or {}).get(f"{name}.{key}", "--" + key.replace("_", "-"))
+                sources[f"{name}.{key}"] = Source("flag", flag)
     for item in sets:
         name, nested = parse_set(item, list(targets))
         merge(targets[name], nested, where=f"--set {item}")
