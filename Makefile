@@ -20,7 +20,7 @@ demo: $(BIN)/.installed
 	$(BIN)/electra demo $(ARGS)
 
 test: $(BIN)/.installed
-	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/ruff check src tests benchmarks experiments tools
 	$(BIN)/pytest -q -n $(JOBS)
 
 test-fast: $(BIN)/.installed

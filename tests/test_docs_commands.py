@@ -1,6 +1,7 @@
 """Every command shown in README.md and docs/ still exists with the flags shown, so the guide
 cannot rot: `electra ...` lines are parsed by the real argument parser (no run), `python -m
-experiments.X` / `benchmarks.X` lines run with `--help`, and `make X` names a Makefile target."""
+experiments.X` / `benchmarks.X` lines and `python tools/X.py` lines run with `--help`, and
+`make X` names a Makefile target."""
 
 from __future__ import annotations
 
@@ -71,6 +72,9 @@ def collect(kind: str) -> list[tuple[str, str]]:
             elif kind == "module" and program in ("python", "python3") and args[:1] == ["-m"] \
                     and args[1].split(".")[0] in ("experiments", "benchmarks"):
                 found.append((name, args[1]))
+            elif kind == "script" and program in ("python", "python3") and args[:1] \
+                    and args[0].startswith("tools/") and args[0].endswith(".py"):
+                found.append((name, args[0]))
             elif kind == "make" and program == "make":
                 found.append((name, command))
     return found
@@ -95,6 +99,15 @@ def test_electra_command_parses(name: str, command: str):
 @pytest.mark.parametrize("module", sorted({m for _, m in collect("module")}))
 def test_module_command_has_help(module: str):
     proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "usage:" in proc.stdout
+
+
+@pytest.mark.parametrize("script", sorted({s for _, s in collect("script")}))
+def test_tools_script_has_help(script: str):
+    assert (ROOT / script).is_file(), f"{script}: no such file"
+    proc = subprocess.run([sys.executable, script, "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout
