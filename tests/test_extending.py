@@ -167,7 +167,7 @@ def test_new_preset_is_one_record(monkeypatch):
     assert presets.infer_size(512) == "medium" and presets.infer_size(768) == "base"
 
 
-def test_new_architecture_is_one_record(monkeypatch, tmp_path):
+def test_new_architecture_is_one_record(monkeypatch, tmp_path, data_dir):
     monkeypatch.setattr(architectures, "ARCHITECTURES", dict(architectures.ARCHITECTURES))
     module = types.ModuleType("prenorm")
     exec(compile(python_blocks()[5], str(GUIDE), "exec"), module.__dict__)  # noqa: S102
@@ -206,3 +206,9 @@ def test_new_architecture_is_one_record(monkeypatch, tmp_path):
     assert isinstance(FinetuneModel(encoder, "sequence", 3).task_head.out, torch.nn.Linear)
     with pytest.raises(ElectraError, match="'prenorm' architecture's record has no"):
         save_pretrained(objective.model, tmp_path / "mlm")
+    # a pre-training run ends in its export, so it is refused before it trains
+    run = PretrainConfig.from_preset("tiny")
+    run.model = cfg
+    with pytest.raises(ElectraError, match="'prenorm' architecture's record has no"):
+        pretrain(run, data_dir, tmp_path / "run", device="cpu", show_progress=False)
+    assert not (tmp_path / "run").exists()

@@ -211,6 +211,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     if init is not None:
         check_vocabulary(init, data_dir, data.vocab_checksum, data.vocab_size)
     cfg.validate()
+    cfg.model.arch.load("transformers")  # a run ends in its export: refused now, not then
     tc = cfg.train
     per_step = info.world_size * tc.grad_accum
     if tc.batch_size % per_step:
