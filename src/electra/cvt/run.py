@@ -106,13 +106,16 @@ def _check_resumable(out: Path, s: TrainSettings, settings: dict[str, Any]) -> N
         raise ElectraError(f"{out}: unreadable {SETTINGS_FILE} or {RUN_FILE}; cannot resume"
                            ) from None
 
-    def fixed(values: dict[str, Any]) -> dict[str, Any]:
-        return {**values, "train": {k: v for k, v in values.get("train", {}).items()
-                                    if k not in RESUMABLE_CHANGES}}
+    def fixed(settings: dict[str, Any]) -> dict[str, Any]:
+        return {**settings, "train": {k: v for k, v in settings.get("train", {}).items()
+                                      if k not in RESUMABLE_CHANGES}}
 
-    ours = json.loads(json.dumps(settings))
-    if fixed(saved) != fixed(ours) or {k: v for k, v in record.items() if k != "sources"} != {
-            k: v for k, v in json.loads(json.dumps(s.run_record())).items() if k != "sources"}:
+    def data(record: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in record.items() if k != "sources"}
+
+    as_saved = json.loads(json.dumps({"settings": settings, "record": s.run_record()}))
+    if (fixed(saved) != fixed(as_saved["settings"])
+            or data(record) != data(as_saved["record"])):
         raise ElectraError(f"{out / SETTINGS_FILE}: --resume with different settings or data "
                            "than the run being resumed")
 

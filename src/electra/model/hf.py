@@ -227,7 +227,7 @@ def electra_encoder_from_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) ->
     num_layers = cfg.num_hidden_layers
     if "electra.embeddings.word_embeddings.weight" in state and not any(
             k.startswith("electra.encoder.") for k in state):
-        return {k[len("electra."):]: v for k, v in state.items() if k.startswith("electra.")}
+        return _with_prefix(state, "electra.")
     for prefix in ("electra.", "bert.", ""):
         if f"{prefix}embeddings.word_embeddings.weight" in state:
             break
@@ -397,31 +397,17 @@ class ElectraLayout:
         arch = architecture_of(raw)
         if arch == "ElectraForPreTraining":
             model: Discriminator | Generator = Discriminator(cfg)
-            head = {k[len("discriminator_predictions."):]: v for k, v in state.items()
-                    if k.startswith("discriminator_predictions.")}
-            _load_strict(model.discriminator_predictions, head, model_dir)
+            _load_strict(model.discriminator_predictions,
+                         _with_prefix(state, "discriminator_predictions."), model_dir)
         elif arch == "ElectraForMaskedLM":
-            model = Generator(cfg)
-            head = {k[len("generator_predictions."):]: v for k, v in state.items()
-                    if k.startswith("generator_predictions.")}
-            _load_strict(model.generator_predictions, head, model_dir)
-            bias = state.get("generator_lm_head.bias", state.get("output_bias"))
-            if bias is None:
-                raise ElectraError(f"{model_dir}: checkpoint lacks generator_lm_head.bias")
-            with torch.no_grad():
-                model.output_bias.copy_(bias)
+            model = _generator_from(cfg, state, "generator_predictions.",
+                                    ("generator_lm_head.bias", "output_bias"), model_dir)
         elif arch == "BertForMaskedLM":
             # BERT's MLM head is ELECTRA's generator head at embedding size = hidden size:
             # dense, GELU, LayerNorm, then the tied word embeddings plus a bias.
-            model = Generator(cfg)
-            prefix = "cls.predictions.transform."
-            head = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-            _load_strict(model.generator_predictions, head, model_dir)
-            bias = state.get("cls.predictions.bias", state.get("cls.predictions.decoder.bias"))
-            if bias is None:
-                raise ElectraError(f"{model_dir}: checkpoint lacks cls.predictions.bias")
-            with torch.no_grad():
-                model.output_bias.copy_(bias)
+            model = _generator_from(cfg, state, "cls.predictions.transform.",
+                                    ("cls.predictions.bias", "cls.predictions.decoder.bias"),
+                                    model_dir)
         else:
             raise ElectraError(f"{model_dir}: architecture {arch!r} is not "
                                "ElectraForPreTraining, ElectraForMaskedLM or BertForMaskedLM; "
@@ -502,6 +488,25 @@ class ModernBertLayout:
 
 ELECTRA_LAYOUT = ElectraLayout()
 MODERNBERT_LAYOUT = ModernBertLayout()
+
+
+def _with_prefix(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors under `prefix`, named without it."""
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+
+
+def _generator_from(cfg: ModelConfig, state: dict[str, torch.Tensor], head_prefix: str,
+                    bias_names: tuple[str, str], model_dir: str | Path) -> Generator:
+    """A generator whose head is the tensors under `head_prefix` and whose output bias is
+    the first of `bias_names` the checkpoint has (the word embeddings are tied)."""
+    model = Generator(cfg)
+    _load_strict(model.generator_predictions, _with_prefix(state, head_prefix), model_dir)
+    bias = next((state[name] for name in bias_names if name in state), None)
+    if bias is None:
+        raise ElectraError(f"{model_dir}: checkpoint lacks {bias_names[0]}")
+    with torch.no_grad():
+        model.output_bias.copy_(bias)
+    return model
 
 
 def _load_strict(module: nn.Module, state: dict, where) -> None:
