@@ -45,14 +45,16 @@ def test_sst2_from_parquet_and_save_to_disk_scores_as_from_tsv(tiny_model, tmp_p
     splits = {hub: glue_columns(spec, examples[split], test=False)
               for split, hub in (("train", "train"), ("dev", "validation"))}
     parquet = write_layout("config", tmp_path / "parquet", splits, config="sst2")
-    # a save_to_disk folder whose features do not name the classes: --label-names does
-    saved = write_layout("saved", tmp_path / "saved",
-                         {name: (columns, None) for name, (columns, _) in splits.items()})
+    # a save_to_disk folder whose features do not name the classes, numbered the other way
+    # round from the Hub's (0 is positive): --label-names says so
+    flipped = {name: ({**columns, "label": [1 - i for i in columns["label"]]}, None)
+               for name, (columns, _) in splits.items()}
+    saved = write_layout("saved", tmp_path / "saved", flipped)
 
     reference = _finetune(tiny_model, tsv.parent, tmp_path / "out_tsv")
     from_parquet = _finetune(tiny_model, parquet, tmp_path / "out_parquet")
     from_saved = _finetune(tiny_model, saved, tmp_path / "out_saved",
-                           "--label-names", "negative,positive")
+                           "--label-names", "positive,negative")
     accuracy = reference["seeds"][0]["scores"]["accuracy"]
     assert isinstance(reference["seeds"][0]["final_train_loss"], float)
     for res in (from_parquet, from_saved):
@@ -60,5 +62,11 @@ def test_sst2_from_parquet_and_save_to_disk_scores_as_from_tsv(tiny_model, tmp_p
         assert res["seeds"][0]["final_train_loss"] == reference["seeds"][0]["final_train_loss"]
         assert _predictions(res) == _predictions(reference)
     assert len(_predictions(reference)) == 64
-    state = json.loads((tmp_path / "out_saved" / "model" / "finetune.json").read_text())["task"]
-    assert state["label_names"] == ["negative", "positive"] and state["labels"] == ["0", "1"]
+    model = tmp_path / "out_saved" / "model"
+    state = json.loads((model / "finetune.json").read_text())["task"]
+    assert state["label_names"] == ["positive", "negative"] and state["labels"] == ["0", "1"]
+    # the model keeps the class names: evaluate reads the unnamed classes alike
+    assert main(["evaluate", "--model", str(model), "--data", str(saved), "--out",
+                 str(tmp_path / "eval"), "--max-eval-examples", "64"]) == 0
+    scores = json.loads((tmp_path / "eval" / "results.json").read_text())["scores"]
+    assert scores["accuracy"] == accuracy
