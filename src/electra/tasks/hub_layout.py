@@ -114,10 +114,6 @@ class HubSplit:
         out = []
         for path in self.files:
             table = _read_table(path, wanted)
-            missing = [c for c in wanted if c not in table.schema.names]
-            if missing:
-                raise ElectraError(f"{path}: no column {', '.join(map(repr, missing))} "
-                                   f"(columns: {', '.join(table.schema.names)})")
             values = {c: _pylist(table.column(c)) for c in wanted}
             for i in range(table.num_rows):
                 out.append((f"{path}:row {i + 1}", {c: values[c][i] for c in wanted}))
@@ -297,15 +293,22 @@ def _class_names(feature: Any) -> list[str] | None:
 
 
 def _read_table(path: Path, columns: list[str]) -> Any:
+    """`columns` of one file (a later shard may lack one the first has: an error)."""
     try:
         if is_parquet(path):
             pq = require("pyarrow.parquet", f"{path.name} (Parquet)")
             names = pq.read_schema(path).names
-            return pq.read_table(path, columns=[c for c in columns if c in names])
-        pa = require("pyarrow", f"{path.name} (Arrow)")
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_stream(source).read_all()
-        return table.select([c for c in columns if c in table.schema.names])
+            table = None
+        else:
+            pa = require("pyarrow", f"{path.name} (Arrow)")
+            with pa.memory_map(str(path)) as source:
+                table = pa.ipc.open_stream(source).read_all()
+            names = table.schema.names
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise ElectraError(f"{path}: no column {', '.join(map(repr, missing))} (columns: "
+                               f"{', '.join(names)})")
+        return pq.read_table(path, columns=columns) if table is None else table.select(columns)
     except ElectraError:
         raise
     except Exception as e:  # pyarrow raises its own ArrowInvalid / OSError kinds
