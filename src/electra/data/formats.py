@@ -28,7 +28,10 @@ DATASET_DICT = "dataset_dict.json"
 ROWS_PER_BATCH = 1024
 
 
-def _require(module: str, what: str) -> Any:
+def require(module: str, what: str) -> Any:
+    """An optional module (pyarrow, zstandard), or a one-line error saying which extra installs
+    it; corpus readers and task data in the Hub's layouts (`electra.tasks.hub_layout`) ask
+    here."""
     try:
         return __import__(module, fromlist=["_"])
     except ImportError:
@@ -66,7 +69,7 @@ class ZstdStream(io.RawIOBase):
     CHUNK = 1 << 16
 
     def __init__(self, path: Path):
-        zstandard = _require("zstandard", f"{path.name} (zstd)")
+        zstandard = require("zstandard", f"{path.name} (zstd)")
         self._error = zstandard.ZstdError
         self._context = zstandard.ZstdDecompressor()
         self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
@@ -136,7 +139,7 @@ def read_parquet(path: Path, text_field: str) -> Iterator[tuple[int, str]]:
     One `read_row_group` at a time, not `ParquetFile.iter_batches`: with the latter, Arrow's
     memory pool grew with the file (pyarrow 26: 1.2 GB after a 1.3 GB file, against 25 MB row
     group by row group)."""
-    pq = _require("pyarrow.parquet", f"{path.name} (Parquet)")
+    pq = require("pyarrow.parquet", f"{path.name} (Parquet)")
     try:
         parquet = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises its own ArrowInvalid / OSError kinds
@@ -170,7 +173,7 @@ def arrow_dataset_files(folder: Path) -> list[Path]:
 def read_arrow_file(path: Path, text_field: str) -> Iterator[tuple[int, str]]:
     """(row, text) of one Arrow stream file as `datasets` writes them, memory-mapped and read
     record batch by record batch."""
-    pa = _require("pyarrow", f"{path.name} (Arrow)")
+    pa = require("pyarrow", f"{path.name} (Arrow)")
     try:
         with pa.memory_map(str(path)) as source:
             reader = pa.ipc.open_stream(source)

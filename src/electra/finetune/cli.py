@@ -93,6 +93,9 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--label", help="user task: column/field of the label")
     p.add_argument("--label-type", choices=["class", "real"], default="class",
                    help="user task: classification or regression")
+    p.add_argument("--label-names", help="class names by class id for data in the Hub's "
+                   "layouts whose features lack them: NAME,NAME,... or a JSON file (a list, "
+                   "or an id2label object); saved with the model")
     p.add_argument("--doc-stride", type=int, help="SQuAD: tokens between windows (default 128)")
     p.add_argument("--max-query-len", type=int,
                    help="SQuAD: question tokens kept (default 64)")
@@ -133,6 +136,7 @@ def _user_options(args) -> dict:
 def _run_finetune(args) -> None:
     from electra.finetune.run import finetune
     from electra.tasks import get_task
+    from electra.tasks.hub_layout import parse_label_names
     from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 
     settings, sources = _finetune_settings(args, train=True)
@@ -148,7 +152,7 @@ def _run_finetune(args) -> None:
     options = _user_options(args) if args.task.lower() == "user" else {}
     if args.task.lower() in SQUAD_VERSIONS:
         options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
-    task = get_task(args.task, **options)
+    task = get_task(args.task, **options, label_names=parse_label_names(args.label_names))
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
                    sources=sources)
     print(json.dumps({"task": res["task"], "median": res["median"],

@@ -16,7 +16,8 @@ from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name, glu
 
 
 def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str]:
-    """The requested tasks, or every GLUE task with a train.tsv under DATA."""
+    """The requested tasks, or every GLUE task with training data in its own folder under
+    DATA (DATA/<Task>/train.tsv, or the Hub's DATA/<config>/, as nyu-mll/glue has them)."""
     if names:
         out = []
         for name in names:
@@ -25,9 +26,10 @@ def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str
                 raise ElectraError(f"{name!r} is not a GLUE task ({', '.join(SPECS)})")
             out.append(canonical)
         return out
-    found = [n for n in SPECS if (Path(data_dir) / n / "train.tsv").is_file()]
+    found = [n for n in SPECS if GlueTask(n).has_training_data(data_dir)]
     if not found:
-        raise ElectraError(f"{data_dir}: no GLUE task folders with a train.tsv")
+        raise ElectraError(f"{data_dir}: no GLUE task folders with a train.tsv or the Hub's "
+                           "train split")
     return found
 
 

@@ -16,9 +16,16 @@ def task_names() -> list[str]:
     return [*SPECS, *TAGGING, *SQUAD_VERSIONS, "user"]
 
 
-def get_task(name: str, **options) -> Task:
+def get_task(name: str, label_names: tuple[str, ...] | list[str] = (), **options) -> Task:
     """A new task object by name (GLUE names are case-insensitive; "user" needs options; SQuAD
-    takes doc_stride, max_query_len and max_answer_len)."""
+    takes doc_stride, max_query_len and max_answer_len). `label_names` name the integer
+    classes of data in the Hub's layouts whose features do not (`--label-names`)."""
+    task = _new_task(name, **options)
+    task.label_names = tuple(label_names)
+    return task
+
+
+def _new_task(name: str, **options) -> Task:
     canonical = glue_name(name)
     if canonical is not None:
         return GlueTask(canonical)

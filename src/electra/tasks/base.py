@@ -5,7 +5,8 @@ into losses and predictions, and predictions into metrics and files. The loop
 (`electra.finetune.training`) knows nothing else, so single-task, multi-task and distilled
 training are one loop with different targets:
 
-    examples = task.read(data_dir, split)          # list[Example], input order
+    examples = task.read(data_dir, split)          # list[Example], input order; the task's
+        # own files or the Hub's layouts (`electra.tasks.hub_layout`)
     features = task.featurize(examples, tokenizer, max_seq_len)
         # list[dict]: input_ids, token_type_ids, "labels" (int, float, or a per-token list with
         # -100 for ignored positions) and "example_index" (its example's position). A span task
@@ -69,6 +70,9 @@ class Task:
     # Evaluation splits: name -> file stem. MNLI has two (matched, mismatched).
     eval_splits: dict[str, str] = {"dev": "dev"}
     labels: list[str] = []
+    # The class names of integer labels in the Hub's layouts, by class id, where the data's
+    # features lack them (--label-names); saved with the model.
+    label_names: tuple[str, ...] = ()
 
     @property
     def num_outputs(self) -> int:
@@ -131,10 +135,14 @@ class Task:
 
     def state(self) -> dict:
         """What a fine-tuned model directory must remember to rebuild this task."""
-        return {"name": self.name, "labels": list(self.labels)}
+        state = {"name": self.name, "labels": list(self.labels)}
+        if self.label_names:
+            state["label_names"] = list(self.label_names)
+        return state
 
     def load_state(self, state: dict) -> None:
         self.labels = list(state["labels"])
+        self.label_names = tuple(state.get("label_names", ()))
 
 
 # --- file helpers ------------------------------------------------------------------------------

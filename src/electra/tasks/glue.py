@@ -1,9 +1,12 @@
 """The nine GLUE tasks, read from the standard GLUE directory layout (DATA/<Task>/{train,dev,
-test}.tsv; MNLI has dev_matched/dev_mismatched and test_matched/test_mismatched).
+test}.tsv; MNLI has dev_matched/dev_mismatched and test_matched/test_mismatched) or from the
+Hugging Face Hub's layouts (nyu-mll/glue's Parquet files, DATA/<config>/SPLIT-*.parquet, or a
+`datasets` save_to_disk folder; `electra.tasks.hub_layout`), which give the same examples.
 
 Columns are found by header name; CoLA's train/dev files have no header (source, label,
-original mark, sentence). Metrics follow the dissertation, section 2.6.2, plus F1 (MRPC, QQP)
-and Pearson (STS-B) as GLUE reports them.
+original mark, sentence); the Hub's columns and class names are each spec's `hub_*` fields.
+Metrics follow the dissertation, section 2.6.2, plus F1 (MRPC, QQP) and Pearson (STS-B) as
+GLUE reports them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.tasks.base import Example, read_delimited
+from electra.tasks.hub_layout import HubSplit, find_layout, label_name, split_names
 from electra.tasks.sentence import SentenceTask
 
 
@@ -39,34 +43,60 @@ class GlueSpec:
     # Counted in the dev-set GLUE score: the eight tasks of section 5.2.4 (WNLI is left out, and
     # so is any task added to SPECS).
     in_glue_score: bool = False
+    # The Hub's glue config, its text columns, and its class names by class id, each with the
+    # TSV label it stands for (SST-2's "negative" is the TSV's "0").
+    hub_config: str = ""
+    hub_text_columns: tuple[str, ...] = ()
+    hub_labels: tuple[tuple[str, str], ...] = ()
 
 
 _BIN = ("0", "1")
 _ENT = ("entailment", "not_entailment")
+
+
+def _binary(negative: str, positive: str) -> dict:
+    """The Hub's names for the TSVs' 0/1 labels."""
+    return {"hub_labels": ((negative, "0"), (positive, "1"))}
+
+
+def _named(*names: str) -> dict:
+    """Class names the TSVs use too, in the Hub's class-id order."""
+    return {"hub_labels": tuple((n, n) for n in names)}
+
+
+_PAIR = ("sentence1", "sentence2")
 SPECS: dict[str, GlueSpec] = {s.name: s for s in [
     GlueSpec("CoLA", ("sentence",), "label", _BIN, ("mcc", "accuracy"), "mcc",
-             submission=("CoLA.tsv",), in_glue_score=True),
+             submission=("CoLA.tsv",), in_glue_score=True, hub_config="cola",
+             **_binary("unacceptable", "acceptable")),
     GlueSpec("SST-2", ("sentence",), "label", _BIN, ("accuracy",), "accuracy",
-             submission=("SST-2.tsv",), in_glue_score=True),
+             submission=("SST-2.tsv",), in_glue_score=True, hub_config="sst2",
+             **_binary("negative", "positive")),
     GlueSpec("MRPC", ("#1 String", "#2 String"), "Quality", _BIN, ("accuracy", "f1"),
-             "accuracy", submission=("MRPC.tsv",), in_glue_score=True),
+             "accuracy", submission=("MRPC.tsv",), in_glue_score=True, hub_config="mrpc",
+             hub_text_columns=_PAIR, **_binary("not_equivalent", "equivalent")),
     GlueSpec("STS-B", ("sentence1", "sentence2"), "score", (), ("pearson", "spearman"),
-             "spearman", epochs=10, submission=("STS-B.tsv",), in_glue_score=True),
+             "spearman", epochs=10, submission=("STS-B.tsv",), in_glue_score=True,
+             hub_config="stsb"),
     GlueSpec("QQP", ("question1", "question2"), "is_duplicate", _BIN, ("accuracy", "f1"),
              "accuracy", submission=("QQP.tsv",), test_id_column="id", skip_short_rows=True,
-             in_glue_score=True),
+             in_glue_score=True, hub_config="qqp", **_binary("not_duplicate", "duplicate")),
     GlueSpec("MNLI", ("sentence1", "sentence2"), "gold_label",
              ("contradiction", "entailment", "neutral"), ("accuracy",), "accuracy",
              eval_splits=(("matched", "dev_matched"), ("mismatched", "dev_mismatched")),
              test_splits=(("test_matched", "test_matched"),
                          ("test_mismatched", "test_mismatched")),
-             submission=("MNLI-m.tsv", "MNLI-mm.tsv"), in_glue_score=True),
+             submission=("MNLI-m.tsv", "MNLI-mm.tsv"), in_glue_score=True, hub_config="mnli",
+             hub_text_columns=("premise", "hypothesis"),
+             **_named("entailment", "neutral", "contradiction")),
     GlueSpec("QNLI", ("question", "sentence"), "label", _ENT, ("accuracy",), "accuracy",
-             submission=("QNLI.tsv",), in_glue_score=True),
+             submission=("QNLI.tsv",), in_glue_score=True, hub_config="qnli", **_named(*_ENT)),
     GlueSpec("RTE", ("sentence1", "sentence2"), "label", _ENT, ("accuracy",), "accuracy",
-             epochs=10, submission=("RTE.tsv",), in_glue_score=True),
+             epochs=10, submission=("RTE.tsv",), in_glue_score=True, hub_config="rte",
+             **_named(*_ENT)),
     GlueSpec("WNLI", ("sentence1", "sentence2"), "label", _BIN, ("accuracy",), "accuracy",
-             submission=("WNLI.tsv",)),
+             submission=("WNLI.tsv",), hub_config="wnli",
+             **_binary("not_entailment", "entailment")),
 ]}
 ALIASES = {"sst": "SST-2", "sts": "STS-B", "stsb": "STS-B", "sst2": "SST-2"}
 # The tasks the GLUE score averages, in SPECS' order.
@@ -124,7 +154,23 @@ class GlueTask(SentenceTask):
             raise ElectraError(f"{self.name}: no split {split!r}")
         path = self.task_dir(data_dir) / f"{stem}.tsv"
         is_test = stem.startswith("test")
+        if not path.is_file():  # the TSVs win where both are there
+            layout = find_layout(data_dir, (self.name, self.spec.hub_config))
+            if layout is not None:
+                return self._read_hub(layout.split(split_names(stem)), is_test)
         return self._read_file(path, is_test)
+
+    def has_training_data(self, data_dir: str | Path) -> bool:
+        """Whether DATA holds this task in its own folder: DATA/<Task>/train.tsv, or a Hub
+        layout with a train split in DATA/<Task> or DATA/<config> (nyu-mll/glue's `sst2/`)."""
+        d = Path(data_dir)
+        if (d / self.name / "train.tsv").is_file():
+            return True
+        for name in filter(None, (self.name, self.spec.hub_config)):
+            layout = find_layout(d / name)
+            if layout is not None and "train" in layout.splits:
+                return True
+        return False
 
     def read_test_file(self, path: Path) -> list[Example]:
         """An unlabelled file in this task's test layout (e.g. GLUE's diagnostic set)."""
@@ -158,6 +204,41 @@ class GlueTask(SentenceTask):
             label = None if is_test else self.check_label(row[cols[self.spec.label_column]],
                                                            where)
             uid = row[cols[self.spec.test_id_column]] if is_test else str(len(examples))
+            examples.append(Example(index=len(examples), texts=texts, label=label, uid=uid,
+                                    where=where))
+        return examples
+
+    def hub_label_names(self, split: HubSplit) -> list[str]:
+        """The TSV label of each of the Hub's class ids: the class names (--label-names, else
+        the features', else the Hub's own for this task) through `hub_labels`."""
+        names = list(self.label_names) or split.class_names("label") or \
+            [hub for hub, _ in self.spec.hub_labels]
+        to_tsv = {**{label: label for label in self.labels}, **dict(self.spec.hub_labels)}
+        unknown = [n for n in names if n not in to_tsv]
+        if unknown:
+            raise ElectraError(f"{split.where}: label name {unknown[0]!r} is not one of "
+                               f"{self.name}'s ({', '.join(to_tsv)})")
+        return [to_tsv[n] for n in names]
+
+    def _read_hub(self, split: HubSplit, is_test: bool) -> list[Example]:
+        """Examples from the Hub's columns, the same as the TSVs' (labels as the TSVs spell
+        them; a test example's uid is its `idx`)."""
+        columns = self.spec.hub_text_columns or self.spec.text_columns
+        rows = split.rows(columns, ("idx",)) if is_test else split.rows((*columns, "label"))
+        names = None if self.regression else self.hub_label_names(split)
+        examples: list[Example] = []
+        for where, row in rows:
+            texts = tuple("" if row[c] is None else str(row[c]) for c in columns)
+            if any(not t.strip() for t in texts):
+                raise ElectraError(f"{where}: empty text")
+            label = None
+            if not is_test:
+                raw = label_name(row["label"], names, "label", where)
+                if raw is None:
+                    raise ElectraError(f"{where}: no label")
+                label = self.check_label(str(raw), where)
+            uid = str(row["idx"]) if is_test and row.get("idx") is not None \
+                else str(len(examples))
             examples.append(Example(index=len(examples), texts=texts, label=label, uid=uid,
                                     where=where))
         return examples

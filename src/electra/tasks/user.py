@@ -1,7 +1,10 @@
-"""Your own sentence(-pair) task from CSV, TSV or JSON lines files.
+"""Your own sentence(-pair) task from CSV, TSV, JSON lines or Parquet files.
 
-DATA holds train.{csv,tsv,jsonl} and dev.{...} (test optional). CSV/TSV files need a header
-row; `text_a`, `text_b` (optional) and `label` name columns (JSONL: fields). Classification
+DATA holds train.{csv,tsv,jsonl,parquet} and dev.{...} (test optional), or the same splits in
+the Hugging Face Hub's layouts (`electra.tasks.hub_layout`: Parquet shards, `validation` as
+dev, or a `datasets` save_to_disk folder). CSV/TSV files need a header row; `text_a`,
+`text_b` (optional) and `label` name columns (JSONL: fields). Integer class ids in Parquet or
+Arrow data become their names from the features (or --label-names). Classification
 labels are the set seen in train (saved with the model); `label_type="real"` is regression.
 """
 
@@ -13,6 +16,7 @@ from pathlib import Path
 from electra.data.corpus import iter_json_lines
 from electra.errors import ElectraError
 from electra.tasks.base import Example, read_delimited
+from electra.tasks.hub_layout import HubSplit, find_layout, label_name, split_names
 from electra.tasks.sentence import SentenceTask
 
 FORMATS = (".tsv", ".csv", ".jsonl")
@@ -50,9 +54,14 @@ class UserTask(SentenceTask):
             d = d / self.name
         path = next((d / f"{split}{ext}" for ext in FORMATS if (d / f"{split}{ext}").is_file()),
                     None)
-        if path is None:
-            raise ElectraError(f"{d}: no {split}.tsv, {split}.csv or {split}.jsonl")
-        rows = self._rows(path)
+        layout = find_layout(d) if path is None else None
+        if path is not None:
+            rows = self._rows(path)
+        elif layout is not None:
+            rows = self._hub_rows(layout.split(split_names(split)), split != "test")
+        else:
+            raise ElectraError(f"{d}: no {split}.tsv, {split}.csv, {split}.jsonl or "
+                               f"{split}.parquet, and no Hub layout")
         has_label = split != "test"
         if split == "train" and not self.regression and not self.labels:
             rows = list(rows)
@@ -74,6 +83,20 @@ class UserTask(SentenceTask):
         if column not in row or row[column] is None:
             raise ElectraError(f"{where}: no field {column!r}")
         return str(row[column])
+
+    def _hub_rows(self, split: HubSplit, has_label: bool):
+        """(file:row, {column: value}) of Parquet or `datasets` rows, class ids as their names
+        (--label-names, else the features'; without either an id is its own name, "0")."""
+        label = self.label_column
+        rows = split.rows([*self.columns, label] if has_label else self.columns, (label,))
+        names = None if self.regression else \
+            list(self.label_names) or split.class_names(label)
+        for where, row in rows:
+            if label in row:
+                row[label] = label_name(row[label], names, label, where)
+                if row[label] is None:  # no label (-1, as the Hub's test splits have)
+                    del row[label]
+            yield where, row
 
     def _rows(self, path: Path):
         """(file:line, {column: value}) per record."""

@@ -1,4 +1,5 @@
-"""SQuAD v1.1/v2.0: the official JSON -> examples -> windowed features for a span head.
+"""SQuAD v1.1/v2.0: the official JSON (or the Hub's rows) -> examples -> windowed features for
+a span head.
 
 Features follow BERT's `run_squad.py` (the recipe ELECTRA's `qa_tasks.py` reuses): the question
 is cut to `max_query_len` tokens, the context is covered by windows `doc_stride` tokens apart,
@@ -114,6 +115,37 @@ def examples_from_json(dataset_json: Mapping[str, Any],
                       f"match context[answer_start:answer_start+len(text)] (first in question "
                       f"{stats.mismatched_ids[0]})", stacklevel=2)
     return examples, stats
+
+
+HUB_COLUMNS = ("id", "question", "context", "answers")
+
+
+def examples_from_rows(rows: Iterable[tuple[str, Mapping[str, Any]]], v2: bool,
+                       source: str) -> tuple[list[SquadExample], ReadStats]:
+    """Examples from rows in the Hub's columns (`id`, `title`, `context`, `question`, `answers`
+    with `text` and `answer_start` lists): consecutive rows of one title and context become
+    one article and paragraph, and the official-format reader does the rest, so both give
+    the same examples. A v2.0 question without answers is unanswerable."""
+    articles: list[dict[str, Any]] = []
+    for where, row in rows:
+        answers = row["answers"] or {}
+        texts, starts = answers.get("text") or [], answers.get("answer_start") or []
+        if len(texts) != len(starts):
+            raise ElectraError(f"{where}: {len(texts)} answer texts but {len(starts)} "
+                               "answer_start values")
+        qa = {"id": row["id"], "question": row["question"],
+              "answers": [{"text": t, "answer_start": a} for t, a in zip(texts, starts,
+                                                                         strict=True)]}
+        if v2:
+            qa["is_impossible"] = not texts
+        title = row.get("title") or ""
+        if not articles or articles[-1]["title"] != title:
+            articles.append({"title": title, "paragraphs": []})
+        paragraphs = articles[-1]["paragraphs"]
+        if not paragraphs or paragraphs[-1]["context"] != row["context"]:
+            paragraphs.append({"context": row["context"], "qas": []})
+        paragraphs[-1]["qas"].append(qa)
+    return examples_from_json({"data": articles}, source)
 
 
 def train_dev_split_by_article(dataset_json: Mapping[str, Any], dev_fraction: float,

@@ -1,10 +1,11 @@
 """SQuAD v1.1 and v2.0 as fine-tuning tasks: the span-task side of `electra.tasks.base.Task`.
 
-Files: DIR/{train,dev,test}-v1.1.json (or v2.0), gzipped or not. Each example's `label` is its
-`SquadExample`; features are the strided windows of `squad.data` (one example, several windows);
-the head is XLNet's `SquadHead` (head kind "span"; the modern architecture's is BERT's start/end
-head, `electra.finetune.heads.StartEndSpanHead`); post-processing picks one answer per question
-and scoring runs the official v1.1/v2.0 metrics. Predictions are written in the official JSON
+Files: DIR/{train,dev,test}-v1.1.json (or v2.0), gzipped or not, or the Hub's layouts
+(`electra.tasks.hub_layout`). Each example's `label` is its `SquadExample`; features are the
+strided windows of `squad.data` (one example, several windows); the head is XLNet's
+`SquadHead` (head kind "span"; the modern architecture's is BERT's start/end head,
+`electra.finetune.heads.StartEndSpanHead`); post-processing picks one answer per question and
+scoring runs the official v1.1/v2.0 metrics. Predictions are written in the official JSON
 format ({qid: answer}) plus, for v2.0, the na_prob file the threshold search reads.
 """
 
@@ -19,9 +20,12 @@ import torch
 from electra.errors import ElectraError
 from electra.model.squad_head import SquadHeadOutput
 from electra.tasks.base import Example, Task
+from electra.tasks.hub_layout import find_layout, split_names
 from electra.tasks.squad.data import (
+    HUB_COLUMNS,
     collate_features,
     convert_examples_to_features,
+    examples_from_rows,
     load_squad_json,
     read_squad,
     train_dev_split_by_article,
@@ -34,6 +38,8 @@ from electra.tasks.squad.head import write_predictions as write_answers
 from electra.tasks.squad.metrics import evaluate_v1, evaluate_v2
 
 VERSIONS = {"squad": "1.1", "squad2": "2.0"}
+# The Hub's config folders (rajpurkar/squad, rajpurkar/squad_v2)
+HUB_CONFIGS = {"1.1": ("plain_text",), "2.0": ("squad_v2",)}
 
 
 class SpanPrediction(NamedTuple):
@@ -75,10 +81,22 @@ class SquadTask(Task):
         raise ElectraError(f"{data_dir}: no {plain.name} or {plain.name}.gz for {self.name}")
 
     def read(self, data_dir: str | Path, split: str) -> list[Example]:
-        path = self.path(data_dir, split)
-        squad, _ = read_squad(path)
+        """The official file, or the Hub's rows (rajpurkar/squad's `plain_text/`,
+        squad_v2's `squad_v2/`) when DATA has no official file."""
+        try:
+            path = self.path(data_dir, split)
+        except ElectraError:
+            layout = find_layout(data_dir, HUB_CONFIGS[self.version])
+            if layout is None:
+                raise
+            hub = layout.split(split_names(split))
+            squad, _ = examples_from_rows(hub.rows(HUB_COLUMNS, ("title",)), self.v2, hub.where)
+            source = hub.where
+        else:
+            squad, _ = read_squad(path)
+            source = str(path)
         return [Example(i, texts=(ex.question, ex.context), label=ex, uid=ex.qid,
-                        where=f"{path}:{ex.qid}") for i, ex in enumerate(squad)]
+                        where=f"{source}:{ex.qid}") for i, ex in enumerate(squad)]
 
     def featurize(self, examples: list[Example], tokenizer, max_seq_len: int) -> list[dict]:
         tokenizer.no_truncation()  # windows do the cutting
