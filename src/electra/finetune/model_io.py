@@ -62,7 +62,11 @@ def check_model_dir(model_dir: str | Path) -> None:
 
 
 def load_source(model_dir: str | Path):
-    """(encoder, tokenizer, config.json dict) of a pre-trained or fine-tuned directory."""
+    """(encoder, tokenizer, config.json dict) of a pre-trained or fine-tuned directory, or of
+    a pre-training checkpoint (OUT/checkpoints/step_N: its discriminator, exported once)."""
+    from electra.pretrain.checkpoint_export import main_network_dir
+
+    model_dir = main_network_dir(model_dir)
     check_model_dir(model_dir)
     cfg, raw, state = read_model_dir(model_dir)
     encoder = build_encoder(cfg)
