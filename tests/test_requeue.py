@@ -251,3 +251,13 @@ def test_write_failure_maps_only_failed_writes():
                       SafetensorError("Error while deserializing header: HeaderTooLarge"),
                       KeyError("x")):
         assert write_failure(unrelated) is None
+
+
+@pytest.mark.parametrize("command", [["pretrain", "--data", "d"], ["cvt", "--tasks", "chunk",
+                                                                  "--data", "d"]])
+def test_resume_takes_auto(command):
+    from electra.cli import build_parser
+
+    parser = build_parser()
+    assert [parser.parse_args([*command, "--out", "o", *extra]).resume
+            for extra in ([], ["--resume"], ["--resume", "auto"])] == [False, True, "auto"]
