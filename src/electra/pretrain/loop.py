@@ -582,7 +582,7 @@ def _record(total: dict[str, float], n: int, elapsed: float) -> dict[str, float]
 
 
 def _save_checkpoint(out, objective, update: Update, step, cfg, data, info,
-                     counts: dict[str, int], continue_with: str) -> Path:
+                     counts: dict[str, int], continue_with: str = checkpoint.CONTINUE) -> Path:
     """Write the checkpoint of `step` on every rank together; return its final path. Its meta
     points to the run's settings and record (OUT/settings.json, OUT/run.json). `counts`: the
     skipped steps so far, for the metrics of a resumed run; `continue_with`: how the run
