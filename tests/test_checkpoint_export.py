@@ -50,6 +50,8 @@ def test_the_last_checkpoint_exports_exactly_as_the_final_export(run: Path, caps
     assert capsys.readouterr().out.strip() == str(dest)
     final = files_of(run / "final")
     assert final and files_of(dest) == final  # byte for byte, config.json included
+    assert main(["export", str(dest.parent.parent / "checkpoints" / dest.name)]) == 0
+    assert capsys.readouterr().out.strip() == str(dest)  # written once, then named
 
 
 def test_an_intermediate_checkpoint_exports_its_weights(run: Path, tmp_path: Path):

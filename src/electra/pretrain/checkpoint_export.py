@@ -104,10 +104,12 @@ def export_dir(ckpt: Path) -> Path:
 def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
                       overwrite: bool = False) -> Path:
     """Write the checkpoint's networks as the run's end would (DEST/discriminator, ...;
-    default OUT/exports/step_N) and return DEST. The whole directory appears at once; a
-    failed write leaves nothing and is one error."""
+    default OUT/exports/step_N, kept where it is already written) and return DEST. The whole
+    directory appears at once; a failed write leaves nothing and is one error."""
     ckpt = checkpoint_dir(ckpt)
     out = Path(dest) if dest is not None else export_dir(ckpt)
+    if dest is None and out.is_dir() and not overwrite:
+        return out  # exports appear whole (staged): this is the checkpoint's export
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise ElectraError(f"{out} already exists; pass --overwrite to replace it")
     objective, extra, tokenizer_dir = _load(ckpt)
@@ -128,10 +130,7 @@ def model_dir(path: str | Path) -> Path:
     p = Path(path)
     if not is_checkpoint(p):
         return p
-    out = export_dir(p)
-    if not out.is_dir():  # exports appear whole (staged), so a directory there is complete
-        export_checkpoint(p, out)
-    return out
+    return export_checkpoint(p)
 
 
 def main_network_dir(path: str | Path) -> Path:
