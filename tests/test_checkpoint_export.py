@@ -125,3 +125,12 @@ def test_export_refuses_what_is_not_a_checkpoint(run: Path, tmp_path: Path, caps
     assert one_error_line(capsys.readouterr().err, "export") == (
         "electra export: error: give --onnx OUT or --hf OUT (or a pre-training checkpoint as "
         "MODEL)")
+
+
+def test_keep_every_must_not_be_negative():
+    from electra.config import TrainConfig
+    from electra.errors import ElectraError
+
+    with pytest.raises(ElectraError, match=r"^train.keep_every must be >= 0"):
+        TrainConfig(keep_every=-1).validate()
+    TrainConfig(keep_every=0).validate()
