@@ -39,8 +39,9 @@ def shell_commands(text: str) -> list[str]:
 
 
 def argv_of(command: str) -> tuple[str, list[str]] | None:
-    """(program, arguments) with environment assignments and `.venv/bin/` stripped; `torchrun`'s
-    own flags skipped to the program it starts."""
+    """(program, arguments) with environment assignments and `.venv/bin/` stripped; the flags of
+    `srun` and `torchrun` skipped to the program they start (`srun electra ...`, `srun torchrun
+    ... -m electra.cli ...`)."""
     try:
         words = shlex.split(command)
     except ValueError:
@@ -50,6 +51,12 @@ def argv_of(command: str) -> tuple[str, list[str]] | None:
     if not words:
         return None
     program = words[0].removeprefix(".venv/bin/")
+    if program == "srun" and len(words) > 1:
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        if not rest:
+            return None
+        words = words[words.index(rest[0]):]
+        program = words[0].removeprefix(".venv/bin/")
     if program == "torchrun":
         rest = [w for w in words[1:] if not w.startswith("--")]
         if rest and rest[0].removeprefix(".venv/bin/") == "electra":

@@ -109,8 +109,8 @@ def test_two_stage_resume_after_the_switch_is_bit_exact(data_dir, tmp_path):
     assert main(pretrain_argv(cfg, data_dir, full)) == 0
     real_commit = checkpoint.commit
 
-    def commit(tmp, out_dir, step, meta, keep):
-        final = real_commit(tmp, out_dir, step, meta, keep)
+    def commit(tmp, out_dir, step, meta, keep, **kwargs):
+        final = real_commit(tmp, out_dir, step, meta, keep, **kwargs)
         if step == 2:
             raise KeyboardInterrupt
         return final

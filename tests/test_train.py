@@ -141,8 +141,8 @@ def run_a(tmp_path_factory, tiny_config: Path, data_dir: Path) -> tuple[Path, Re
 def _interrupt_after_commit(mp: pytest.MonkeyPatch, step: int) -> None:
     real = checkpoint.commit
 
-    def commit(tmp, out_dir, s, meta, keep):
-        final = real(tmp, out_dir, s, meta, keep)
+    def commit(tmp, out_dir, s, meta, keep, **kwargs):
+        final = real(tmp, out_dir, s, meta, keep, **kwargs)
         if s == step:
             raise KeyboardInterrupt
         return final

@@ -247,6 +247,9 @@ class TrainConfig:
     eval_every: int | None = None
     eval_examples: int = 256
     keep_checkpoints: int = 2
+    # Also keep every checkpoint whose step is a multiple of this (0: none), beside the
+    # `keep_checkpoints` newest: the points of a learning curve (docs/pretraining.md).
+    keep_every: int = 0
     num_workers: int = 0
 
     def validate(self) -> None:
@@ -272,6 +275,9 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ElectraError(f"train.{name} must be a positive number, got {value}")
+        if self.keep_every < 0:
+            raise ElectraError(f"train.keep_every must be >= 0 (0: keep none beyond "
+                               f"keep_checkpoints), got {self.keep_every}")
         if self.num_workers < 0:
             raise ElectraError(f"train.num_workers must be >= 0, got {self.num_workers}")
         if (self.eval_every is not None and self.eval_every < 0) or self.eval_examples < 1:

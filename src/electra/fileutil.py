@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from electra.errors import ElectraError
 
 
 def sha256_file(path: str | Path) -> str:
@@ -112,3 +116,57 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+# What torch.save (its zip writer) and numpy's array writer raise for a short write: on a full
+# disk they report how far they got, not the OSError behind it.
+_SHORT_WRITES = (re.compile(r"inline_container\.cc.*unexpected pos"),
+                 re.compile(r"\d+ requested and \d+ written"))
+_FAILED_WRITES = (re.compile(r"PytorchStreamWriter failed writing"),
+                  re.compile(r"file write failed"))
+_OS_ERROR_CODE = re.compile(r"os error (\d+)")  # safetensors' I/O errors (Rust's io::Error)
+
+
+def write_failure(error: BaseException) -> str | None:
+    """Why a write failed, as one lower-case phrase ("no space left on device"), when `error`
+    is a failed write: an OSError, or what torch.save, safetensors and numpy raise in its place
+    (a RuntimeError, a SafetensorError, an OSError without errno). None for any other error,
+    so that callers re-raise those unchanged."""
+    text = " ".join(str(error).split())
+    code = getattr(error, "errno", None) if isinstance(error, OSError) else None
+    if code is None and type(error).__name__ == "SafetensorError":
+        found = _OS_ERROR_CODE.search(text)
+        if found is None:
+            return None
+        code = int(found.group(1))
+    if code is not None:
+        reason = os.strerror(code)
+        return reason[:1].lower() + reason[1:]
+    if isinstance(error, OSError | RuntimeError):
+        if any(p.search(text) for p in _SHORT_WRITES):
+            return os.strerror(errno.ENOSPC).lower()
+        if isinstance(error, OSError) or any(p.search(text) for p in _FAILED_WRITES):
+            return f"the write failed ({text or type(error).__name__})"
+    return None
+
+
+@contextmanager
+def reported_write_failures(describe: Callable[[str], str]) -> Iterator[None]:
+    """Turn a failed write in the block (`write_failure`: a full disk, any OSError) into one
+    ElectraError, `describe(reason)`; other errors pass unchanged. Put it around the writer's
+    own clean-up (e.g. a `staged_dir`), so that the message can say the partial files are gone."""
+    try:
+        yield
+    except ElectraError:
+        raise
+    except Exception as error:
+        reason = write_failure(error)
+        if reason is None:
+            raise
+        raise ElectraError(describe(reason)) from error
+
+
+def space_advice(reason: str) -> str:
+    """What to do before trying again after a failed write (`write_failure`'s reason)."""
+    return "free space" if reason in ("no space left on device", "disk quota exceeded") \
+        else "fix that"

@@ -120,7 +120,9 @@ def add_parsers(sub) -> None:
                    "embeddings (default: random)")
     add_settings_flags(p, SECTIONS, "train.steps=2000", preset=True)
     p.add_argument("--save-every", type=int, help="steps between checkpoints (default 500)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--resume", nargs="?", const=True, default=False, choices=("auto",),
+                   help="continue from OUT's latest checkpoint where OUT holds a run, else "
+                   "start it (`--resume auto` says the same, as for pretrain)")
     add_device_flag(p)
     add_precision_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -80,7 +80,7 @@ class TrainSettings(CVTTrainConfig):
     unlabeled: list[str] = field(default_factory=list)
     text_field: str = "text"
     word_vectors: str | None = None
-    resume: bool = False
+    resume: bool | str = False  # True or "auto": continue OUT's run where it holds one
     device: str = "auto"  # auto: CUDA where there is one
     sources: Sources | None = None  # where each setting came from (electra.settings.resolve)
 
@@ -169,7 +169,7 @@ def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
         per_epoch = sum(-(-len(v) // cfg.batch_size) for v in train_sets.values())
         steps = max(1, round(s.epochs * per_epoch))
     data = RunData(tasks, train_sets, dev_sets, unlabeled)
-    results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, s.resume, s.save_every,
+    results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, bool(s.resume), s.save_every,
                     progress, model=model.to(device), precision=precision)
     results["vocab_size"] = len(vocab.words)
     results["word_vectors"] = ({"file": s.word_vectors, "found": found} if s.word_vectors

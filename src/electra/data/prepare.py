@@ -44,7 +44,7 @@ from electra.data.split import (
 )
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
-from electra.fileutil import sha256_file, staged_dir
+from electra.fileutil import reported_write_failures, sha256_file, space_advice, staged_dir
 from electra.presets import PRESETS
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenizer_info, vocab_checksum
 
@@ -153,9 +153,11 @@ def prepare_corpus(
     dtype = np.uint16 if vocab_size <= 2**16 else np.uint32
 
     with staged_dir(out, remove_stale=True) as tmp:
-        copy_tokenizer_files(tokenizer_dir, tmp / "tokenizer")
+        with writing(out, "the tokenizer files"):
+            copy_tokenizer_files(tokenizer_dir, tmp / "tokenizer")
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
-        writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype) for name in splits}
+        writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype, out)
+                   for name in splits}
         packing = Packing(seq_len, specials["cls"], specials["sep"], seed, np.dtype(dtype).name)
         documents = split_documents(lambda: iter_documents(corpus, text_field=text_field),
                                     seed, heldout_fraction, max_heldout_documents)
@@ -203,10 +205,18 @@ def prepare_corpus(
         if num_parts > 1:
             manifest["part"] = {"index": part_index, "count": num_parts}
         # The manifest is written last: its presence marks a complete data directory.
-        with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
+        with writing(out, MANIFEST), open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
     return manifest
+
+
+def writing(out: Path, what: str):
+    """A failed write of `what` (a full disk, any OSError) as one error; the staged directory
+    it was written into is deleted as the error leaves it, so OUT stays as it was."""
+    return reported_write_failures(
+        lambda reason: f"{out}: {reason} while writing {what} (partial files removed, {out} "
+                       f"left as it was); {space_advice(reason)} and run the same command again")
 
 
 def _chunks(docs: Iterator[tuple[int, Document, bool]], batch_docs: int) -> Iterator[Chunk]:
@@ -343,9 +353,11 @@ class _ShardWriter:
     `shard_tokens` tokens, so at most one shard per split is ever held in memory."""
 
     def __init__(
-        self, root: Path, split: str, shard_tokens: int, seq_len: int, dtype: type[np.integer]
+        self, root: Path, split: str, shard_tokens: int, seq_len: int, dtype: type[np.integer],
+        out: Path | None = None,
     ) -> None:
         self.root = root
+        self.out = out if out is not None else root  # what errors name
         self.split = split
         self.shard_tokens = shard_tokens
         self.dtype = dtype
@@ -398,7 +410,8 @@ class _ShardWriter:
         digests: dict[str, str] = {}
         for key, array in arrays.items():
             path = self.root / f"{stem}.{key}.npy"
-            np.save(path, array)
+            with writing(self.out, f"shard {path.name}"):
+                np.save(path, array)
             entry[key] = path.name
             sizes[key] = path.stat().st_size
             digests[key] = sha256_file(path)  # read back from the page cache: cheap

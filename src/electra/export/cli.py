@@ -14,12 +14,19 @@ def add_parsers(sub) -> None:
         "printed; nothing is written beyond 1e-4), with the model's config.json (labels) and "
         "tokenizer files. --hf OUT writes a fine-tuned model, or one task of a multi-task model "
         "(--task), as a directory that AutoModelFor... and pipeline(...) load (also "
-        "rewriting a directory from an earlier electra in the current layout).")
-    p.add_argument("model", metavar="MODEL", help="model directory written by electra")
-    target = p.add_mutually_exclusive_group(required=True)
+        "rewriting a directory from an earlier electra in the current layout). A "
+        "pre-training checkpoint (OUT/checkpoints/step_N, or a run's OUT with --step N) is "
+        "written as the run's end writes OUT/final/: to OUT/exports/step_N/ by default, to "
+        "--hf DEST, or its discriminator with --onnx.")
+    p.add_argument("model", metavar="MODEL", help="model directory written by electra, or a "
+                   "pre-training checkpoint")
+    target = p.add_mutually_exclusive_group()
     target.add_argument("--onnx", metavar="OUT", help="write an ONNX export to OUT")
     target.add_argument("--hf", metavar="OUT", help="write a fine-tuned model's transformers "
-                        "directory to OUT (one task's, with --task)")
+                        "directory to OUT (one task's, with --task), or a checkpoint's "
+                        "networks (OUT/discriminator, ...)")
+    p.add_argument("--step", type=int, metavar="N", help="MODEL is a pre-training run's OUT: "
+                   "export its checkpoint of step N")
     p.add_argument("--task", help="which head of a multi-task model")
     p.add_argument("--int8", action="store_true", help="with --onnx: also "
                    "OUT/model.int8.onnx, dynamically quantised (int8 weights)")
@@ -32,6 +39,21 @@ def _run(args) -> None:
 
     if args.int8 and not args.onnx:
         raise ElectraError("--int8 goes with --onnx")
+    from electra.pretrain.checkpoint_export import (
+        checkpoint_dir,
+        export_checkpoint,
+        is_checkpoint,
+        main_network_dir,
+    )
+
+    if args.step is not None or is_checkpoint(args.model):
+        checkpoint = checkpoint_dir(args.model, args.step)
+        if not args.onnx:
+            print(export_checkpoint(checkpoint, args.hf, overwrite=args.overwrite))
+            return
+        args.model = str(main_network_dir(checkpoint))
+    elif not (args.onnx or args.hf):
+        raise ElectraError("give --onnx OUT or --hf OUT (or a pre-training checkpoint as MODEL)")
     if args.onnx:
         from electra.export.onnx import export_onnx
 

@@ -61,8 +61,18 @@ def check_model_dir(model_dir: str | Path) -> None:
         raise ElectraError(f"{d}: not a usable model directory, missing {', '.join(missing)}")
 
 
+def source_dir(model_dir: str | Path) -> Path:
+    """The directory fine-tuning reads for `model_dir`: itself, or for a pre-training
+    checkpoint (OUT/checkpoints/step_N) its discriminator, exported once to OUT/exports/."""
+    from electra.pretrain.checkpoint_export import main_network_dir
+
+    return main_network_dir(model_dir)
+
+
 def load_source(model_dir: str | Path):
-    """(encoder, tokenizer, config.json dict) of a pre-trained or fine-tuned directory."""
+    """(encoder, tokenizer, config.json dict) of a pre-trained or fine-tuned directory, or of
+    a pre-training checkpoint (`source_dir`)."""
+    model_dir = source_dir(model_dir)
     check_model_dir(model_dir)
     cfg, raw, state = read_model_dir(model_dir)
     encoder = build_encoder(cfg)

@@ -25,7 +25,7 @@ from electra.fileutil import write_atomic
 from electra.finetune.evaluation import evaluate_splits, primary_key
 from electra.finetune.examples import eval_sets_of, train_examples_of
 from electra.finetune.heads import FinetuneModel, check_head
-from electra.finetune.model_io import load_source
+from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
@@ -98,6 +98,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     device, precision = device_and_precision(settings.device, settings.precision)
     settings = dataclasses.replace(settings, precision=precision)
 
+    model_dir = source_dir(model_dir)  # a pre-training checkpoint: its exported discriminator
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     settings.check_model(encoder.config)
     check_head(encoder.config, task.head_kind, task.num_outputs, single_task=True)

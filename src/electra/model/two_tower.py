@@ -138,7 +138,7 @@ class TwoTowerGenerator(nn.Module):
 
     def save_pretrained(self, path: str | Path, tokenizer_dir: str | Path | None = None,
                         extra: dict | None = None) -> Path:
-        """The training loop's export hook (train.loop.export_module)."""
+        """The training loop's export hook (pretrain.checkpoint_export.export_module)."""
         return save_two_tower(self, path, tokenizer_dir, extra)
 
 

@@ -31,7 +31,7 @@ from electra.finetune.data import batches_from_order, feature_lengths
 from electra.finetune.evaluation import evaluate_splits, primary_key
 from electra.finetune.examples import eval_sets_of, train_examples_of
 from electra.finetune.heads import MultitaskModel, make_head
-from electra.finetune.model_io import load_source
+from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
@@ -143,6 +143,7 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
         raise ElectraError(f"--tasks must name distinct tasks, got {task_names}")
     configure_process_for_speed()
     device, settings.precision = device_and_precision(settings.device, settings.precision)
+    model_dir = source_dir(model_dir)  # a pre-training checkpoint: its exported discriminator
     encoder, tokenizer, _ = load_source(model_dir)
     settings.check_model(encoder.config)
     # section 3.3, from the size's preset

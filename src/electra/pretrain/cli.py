@@ -31,8 +31,8 @@ def _add_pretrain(sub) -> None:
                        "for several processes.", epilog=f"On SIGTERM or SIGUSR1 the current "
                        f"step is finished, a checkpoint written, one line printed on stderr, "
                        f"and the exit status is {EXIT_PREEMPTED}; the same command with "
-                       f"--resume continues exactly. Exit status 1: an error (one line on "
-                       f"stderr).")
+                       f"--resume (or --resume auto) continues exactly. Exit status 1: an "
+                       f"error (one line on stderr).")
     p.add_argument("--preset", choices=PRESET_NAMES,
                    help="model size and recipe: Table 5.1, or ours for CPUs (default tiny; "
                    "with --init-from, the checkpoint's size; docs/pretraining.md)")
@@ -79,8 +79,14 @@ def _add_pretrain(sub) -> None:
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
                         "default: 4 per run, 0: none; needs a held-out split)")
     p.add_argument("--save-every", type=int)
+    p.add_argument("--keep-every", type=int, metavar="K", help="also keep every checkpoint "
+                   "whose step is a multiple of K (train.keep_every; default 0: only the "
+                   "train.keep_checkpoints newest), e.g. for a learning curve")
     add_settings_flags(p, SECTIONS, "objective.disc_weight=50", preset=True)
-    p.add_argument("--resume", action="store_true", help="continue from OUT's latest checkpoint")
+    p.add_argument("--resume", nargs="?", const=True, default=False, choices=("auto",),
+                   help="continue from OUT's latest checkpoint (OUT must hold the run); "
+                   "`--resume auto`: continue OUT's run if it holds one, else start it, so one "
+                   "command line starts and requeues a job (docs/pretraining.md)")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    f"files under OUT/tensorboard/ (needs: {install_hint('plot')})")
     add_device_flag(p)
@@ -110,6 +116,7 @@ def resolve_pretrain_settings(args, preset: str | None):
                    "grad_accum": args.grad_accum, "learning_rate": args.lr,
                    "warmup_steps": args.warmup_steps, "seed": args.seed,
                    "log_every": args.log_every, "save_every": args.save_every,
+                   "keep_every": args.keep_every,
                    "eval_every": args.eval_every, "precision": args.precision,
                    "skip_nonfinite": args.skip_nonfinite or None,
                    "compile": args.compile or None, "compile_step": args.compile_step or None}

@@ -1,6 +1,7 @@
 """Continued pre-training: `electra pretrain --init-from DIR` starts from existing weights.
 
-The source is a finished run (its OUT or OUT/final: the objective's exports), a Hugging Face
+The source is a finished run (its OUT or OUT/final: the objective's exports), one of a run's
+checkpoints (OUT/checkpoints/step_N, exported as the run's end would), a Hugging Face
 directory as users download them (an `ElectraForPreTraining` discriminator, with
 `--init-generator` for its `ElectraForMaskedLM` generator, whose width may differ), or a single
 encoder (`ElectraModel`, `BertModel`, `ElectraForMaskedLM`, `BertForMaskedLM`). Sizes,
@@ -31,6 +32,7 @@ from electra.model.hf import (
 from electra.model.networks import Discriminator, Generator
 from electra.model_config import FIXED_BY_CHECKPOINT, ModelConfig, fields_marked
 from electra.objectives import REGISTRY, objective_class
+from electra.pretrain.checkpoint_export import model_dir
 from electra.settings import Sources
 
 # Model fields a checkpoint fixes (the others, dropout and the initialiser's range for fresh
@@ -79,6 +81,7 @@ def find_source(init_dir: str | Path, generator_dir: str | Path | None,
     root = Path(init_dir)
     if not root.is_dir():
         raise ElectraError(f"--init-from {root}: no such directory")
+    root = model_dir(root)  # a checkpoint (OUT/checkpoints/step_N): its export
     if (root / "final").is_dir():
         root = root / "final"  # a run's OUT (its config.json is the run's, not a model's)
     if (root / "config.json").is_file():

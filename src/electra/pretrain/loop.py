@@ -8,6 +8,7 @@ do not depend on the hardware.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import time
 import warnings
@@ -23,17 +24,17 @@ from electra.config import PretrainConfig, with_precision
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
+from electra.fileutil import reported_write_failures, space_advice
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
-from electra.model.hf import save_pretrained
-from electra.objectives import (
-    ObjectiveContext,
-    SpecialIds,
-    build_objective,
-    metrics_from_counts,
-    objective_step_flops,
-)
+from electra.objectives import ObjectiveContext, build_objective, metrics_from_counts
 from electra.precision import autocast, make_scaler, resolve_precision
 from electra.pretrain.budget import TimeBudget, at_fractions, capped_warmup, steps_for_flops
+from electra.pretrain.checkpoint_export import (
+    export_extra,
+    export_networks,
+    special_ids_for,
+    step_flops,
+)
 from electra.pretrain.heldout import HeldoutProbe
 from electra.pretrain.init_from import InitSource, check_vocabulary, load_weights
 from electra.pretrain.step import WholeStep
@@ -57,16 +58,29 @@ from electra.settings import (
     write_run_record,
     write_settings,
 )
-from electra.tokenizer import load_tokenizer, special_token_ids
 
 # A time-budgeted run's step count until its first steps are timed and its plan made.
 UNPLANNED_STEPS = 10**12
 
 
-def special_ids_for(data_dir: Path) -> SpecialIds:
-    ids = special_token_ids(load_tokenizer(data_dir / "tokenizer"))
-    return SpecialIds(pad=ids["pad"], unk=ids["unk"], cls=ids["cls"], sep=ids["sep"],
-                      mask=ids["mask"])
+# `resume`: False (OUT must be new), True (OUT must hold the run: --resume) or AUTO (continue
+# OUT's run where there is one, else start it: the one command a requeue script runs).
+AUTO = "auto"
+
+
+def wants_resume(resume: bool | str, out: Path) -> bool:
+    """Whether this call continues a run: `resume` as `pretrain` takes it, decided on OUT."""
+    if resume == AUTO:
+        return holds_run(out)
+    if not isinstance(resume, bool):
+        raise ElectraError(f"resume: expected true, false or {AUTO!r}, got {resume!r}")
+    return resume
+
+
+def continue_hint(resume: bool | str) -> str:
+    """How a stopped run continues: the same command, with --resume unless it has one."""
+    return ("run the same command again" if resume == AUTO
+            else "run the same command with --resume auto")
 
 
 def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, data_dir: Path,
@@ -98,7 +112,7 @@ def saved_precision(out: Path) -> str | None:
 
 
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
-             resume: bool = False, device: str = "auto", show_progress: bool = True,
+             resume: bool | str = False, device: str = "auto", show_progress: bool = True,
              tensorboard: bool = False, init: InitSource | None = None,
              sources: Sources | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
@@ -108,8 +122,12 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     setting came from (`electra.settings.resolve`), for OUT/run.json. `notes`: lines printed on
     stderr once every check has passed.
 
+    `resume`: False, OUT must not hold a run; True, it must, and the run continues from its
+    latest checkpoint; "auto", it continues where OUT holds a run and starts otherwise.
+
     On SIGTERM or SIGUSR1 the current step is finished, a checkpoint written and `Preempted`
-    raised (the CLI exits with EXIT_PREEMPTED); `resume=True` then continues exactly.
+    raised (the CLI exits with EXIT_PREEMPTED); `resume=True` (or "auto") then continues
+    exactly.
 
     With `train.budget_seconds` the run's time counts from this call and ends with its export
     (`electra.pretrain.budget`); with `train.budget_flops` the steps are what the FLOPs buy."""
@@ -117,6 +135,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
 
     started = time.perf_counter()
 
+    asked, resume = resume, wants_resume(resume, Path(out_dir))
     if tensorboard:
         require_tensorboard()
     configure_process_for_speed()
@@ -129,7 +148,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
         tc.precision = "fp32"  # what the compiled step takes where bf16 is not native
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         tensorboard, init, started, sources, notes)
+                         tensorboard, init, started, sources, notes, asked)
     finally:
         cleanup(info)
 
@@ -157,18 +176,18 @@ class _Run:
     overflows: int = 0  # fp16 updates skipped for an overflow, before this process
     budget: TimeBudget | None = None  # train.budget_seconds
     planned: bool = True  # False until a time budget's steps are planned
+    asked: bool | str = False  # `resume` as the caller gave it ("auto": the one command)
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
               show_progress: bool, tensorboard: bool = False,
               init: InitSource | None = None, started: float | None = None,
-              sources: Sources | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
+              sources: Sources | None = None, notes: Sequence[str] = (),
+              asked: bool | str = False) -> dict[str, Any]:
     run = _set_up(cfg, data_dir, out, resume, info, init, started, sources, notes)
+    run.asked = asked
     summary = _train_steps(run, show_progress, tensorboard)
-    if run.budget is not None:
-        with run.budget.phase("export"):
-            summary["final"] = _export(run)
-    else:
+    with _phase(run.budget, "export"):
         summary["final"] = _export(run)
     barrier(info)
     if cfg.train.budgeted:
@@ -236,10 +255,9 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
                            "drop --compile-step")
     if tc.compile and not tc.compile_step:
         compile_layers(objective)
-    step_flops = sum(objective_step_flops(cfg.model, cfg.objective, tc.batch_size,
-                                          data.seq_len).values())
+    flops_per_step = step_flops(cfg, data.seq_len)
     if tc.budget_flops is not None:  # exact: the steps the FLOPs buy
-        tc.steps = steps_for_flops(tc.budget_flops, step_flops)
+        tc.steps = steps_for_flops(tc.budget_flops, flops_per_step)
         tc.warmup_steps = capped_warmup(tc.warmup_steps, tc.steps)
     elif tc.budget_seconds is not None:  # planned once the first steps are timed
         tc.steps = UNPLANNED_STEPS
@@ -305,7 +323,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         whole_step = WholeStep(objective, optimizer, tc.max_grad_norm, tc.precision,
                                _window_values, compile=True, device=info.device)
     run = _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
-               skipped, latest, step_flops, init, sources, whole_step, overflows, budget,
+               skipped, latest, flops_per_step, init, sources, whole_step, overflows, budget,
                planned is not False)
     if info.is_main:
         _write_run_record(run)
@@ -382,12 +400,14 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
                     run.latest = _save_checkpoint(
                         run.out, objective, run.update, step, run.cfg, run.data, info,
                         {"skipped_nonfinite": loop.skipped, "skipped_overflow": loop.overflows,
-                         **({"budget": budget.state()} if budget is not None else {})})
+                         **({"budget": budget.state()} if budget is not None else {})},
+                        continue_hint(run.asked))
                 if budget is not None and info.is_main:  # the checkpoint's own time counts
                     budget.write_heartbeat(run.out)
             if loop.stopping:
-                loop.preempt(f"; checkpoint {run.latest} written; continue with the same "
-                             "command plus --resume")
+                loop.preempt(f"; checkpoint {run.latest} written; " + (
+                    "run the same command again to continue" if run.asked == AUTO
+                    else "continue with the same command plus --resume"))
     run.step = loop.step
     examples = run.step * tc.batch_size
     # data_passes: how often the run read its training text; at small scale transfer fell
@@ -518,16 +538,27 @@ def _whole_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> torch.
 
 
 def _export(run: _Run) -> dict[str, str]:
-    """OUT/final/<network>: each exportable network in Hugging Face format (main rank)."""
+    """OUT/final/<network>: each exportable network in Hugging Face format (main rank). A
+    failed write removes OUT/final (a resume writes it again) and is one error."""
     if not run.info.is_main:
         return {}
-    extra = {"steps": run.step, "train_flops": run.step * run.step_flops,
-             "vocab_checksum": run.data.vocab_checksum, "objective": run.cfg.objective.name}
-    if run.init is not None:  # train_flops counts this run; the starting point's are here
-        extra["init"] = run.init.describe()
-    return {name: str(export_module(module, run.out / "final" / name,
-                                    run.data_dir / "tokenizer", extra))
-            for name, module in run.objective.exportable().items()}
+    extra = export_extra(run.step, run.step * run.step_flops, run.data.vocab_checksum,
+                         run.cfg.objective.name,
+                         run.init.describe() if run.init is not None else None)
+    final = run.out / "final"
+
+    def describe(reason: str) -> str:
+        latest = (f"the latest complete checkpoint is step {checkpoint.step_of(run.latest.name)}"
+                  if run.latest is not None else "no complete checkpoint")
+        return (f"{run.out}: {reason} while writing the export {final} (partial files "
+                f"removed); {latest}; {space_advice(reason)} and {continue_hint(run.asked)}")
+
+    with reported_write_failures(describe):
+        try:
+            return export_networks(run.objective, final, run.data_dir / "tokenizer", extra)
+        except Exception:
+            shutil.rmtree(final, ignore_errors=True)
+            raise
 
 
 def _window_values(output, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -550,24 +581,16 @@ def _record(total: dict[str, float], n: int, elapsed: float) -> dict[str, float]
     return record
 
 
-def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
-                  extra: dict[str, Any]) -> Path:
-    """Hugging Face format for Discriminator/Generator modules; a module with its own format
-    (e.g. the two-tower generator) provides `save_pretrained(path, tokenizer_dir, extra)`."""
-    own = getattr(module, "save_pretrained", None)
-    if callable(own):
-        return Path(own(path, tokenizer_dir, extra))
-    return save_pretrained(module, path, tokenizer_dir, extra)
-
-
 def _save_checkpoint(out, objective, update: Update, step, cfg, data, info,
-                     counts: dict[str, int]) -> Path:
+                     counts: dict[str, int], continue_with: str = checkpoint.CONTINUE) -> Path:
     """Write the checkpoint of `step` on every rank together; return its final path. Its meta
     points to the run's settings and record (OUT/settings.json, OUT/run.json). `counts`: the
-    skipped steps so far, for the metrics of a resumed run."""
+    skipped steps so far, for the metrics of a resumed run; `continue_with`: how the run
+    continues after a failed write."""
     return checkpoint.save(
         out, step, lambda tmp: checkpoint.write_main(tmp, objective, update.optimizer,
                                                      update.scheduler, step,
                                                      scaler=update.scaler),
         {"settings": SETTINGS_FILE, "run": RUN_FILE, "vocab_checksum": data.vocab_checksum,
-         "world_size": info.world_size, **counts}, keep=cfg.train.keep_checkpoints, info=info)
+         "world_size": info.world_size, **counts}, keep=cfg.train.keep_checkpoints, info=info,
+        keep_every=cfg.train.keep_every, continue_with=continue_with)

@@ -5,7 +5,9 @@ meta.json} and OUT/checkpoints/latest (the name of the newest complete checkpoin
 checkpoint is written into a temporary directory, renamed into place, and only then does
 `latest` move (itself replaced atomically), so a kill at any moment leaves the previous
 checkpoint as the latest one. meta.json records every file's size and sha256, so a truncated
-or corrupted file is reported on resume instead of silently loaded.
+or corrupted file is reported on resume instead of silently loaded. A write that fails (a full
+disk, any OSError) removes what it wrote and is one ElectraError naming the checkpoint, the
+latest complete one and how to continue.
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ from torch import nn
 
 from electra.device import mps_available
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, sha256_file, write_atomic
+from electra.fileutil import (
+    install_dir,
+    sha256_file,
+    space_advice,
+    write_atomic,
+    write_failure,
+)
 from electra.runtime.distributed import DistInfo, barrier
 
 LATEST = "latest"
 META = "meta.json"
+# How a failed checkpoint tells the user to continue, unless the loop says otherwise.
+CONTINUE = "run the same command with --resume auto"
 
 
 def checkpoint_root(out_dir: Path) -> Path:
@@ -60,31 +70,81 @@ def _temporary_dir(out_dir: Path, step: int) -> Path:
 
 
 def save(out_dir: Path, step: int, write: Callable[[Path], None], meta: dict[str, Any],
-         keep: int, info: DistInfo | None = None) -> Path:
+         keep: int, info: DistInfo | None = None, *, keep_every: int = 0,
+         continue_with: str = CONTINUE) -> Path:
     """The one checkpoint writer of every loop: each process's RNG state, then the main
     process's own files (`write(tmp)`: weights, optimizer, whatever the loop resumes from),
     sealed and moved into place (`commit`). Under torchrun every process calls it and all
-    return together, once the checkpoint is complete. Returns its final path."""
+    return together, once the checkpoint is complete. Returns its final path.
+
+    `keep`: how many of the newest checkpoints stay; `keep_every` > 0 also keeps every step
+    that is a multiple of it (a learning curve's points). A write that fails for lack of space
+    or any other OSError leaves no partial files and `latest` where it was, and is an
+    ElectraError that ends with `continue_with` (how the loop continues)."""
     main = info is None or info.is_main
-    tmp = begin(out_dir, step) if main else _temporary_dir(out_dir, step)
-    if info is not None:
-        barrier(info)  # the directory exists before any other process writes into it
-    write_rng(tmp, info.rank if info is not None else 0)
-    if info is not None:
-        barrier(info)
-    if main:
-        write(tmp)
-        commit(tmp, out_dir, step, meta, keep)
+    tmp = _temporary_dir(out_dir, step)
+    try:
+        if main:
+            begin(out_dir, step)
+        if info is not None:
+            barrier(info)  # the directory exists before any other process writes into it
+        write_rng(tmp, info.rank if info is not None else 0)
+        if info is not None:
+            barrier(info)
+        if main:
+            write(tmp)
+            commit(tmp, out_dir, step, meta, keep, keep_every=keep_every)
+    except Exception as error:
+        reason = write_failure(error)
+        if main:
+            _remove_partial(out_dir, step)
+        if reason is None:
+            raise
+        raise ElectraError(f"{out_dir}: {reason} while writing checkpoint step {step} "
+                           f"(partial files removed); {_latest_phrase(out_dir)}; "
+                           f"{space_advice(reason)} and {continue_with}") from error
     if info is not None:
         barrier(info)
     return step_dir(out_dir, step)
 
 
+def _remove_partial(out_dir: Path, step: int) -> None:
+    """What a failed write of `step` left: its temporary directory, and the step's directory
+    if it was moved into place but `latest` does not name it yet."""
+    shutil.rmtree(_temporary_dir(out_dir, step), ignore_errors=True)
+    final = step_dir(out_dir, step)
+    if final.is_dir() and latest_name(out_dir) != final.name:
+        shutil.rmtree(final, ignore_errors=True)
+
+
+def _latest_phrase(out_dir: Path) -> str:
+    name = latest_name(out_dir)
+    if name is None:
+        return "no complete checkpoint yet"
+    return f"the latest complete checkpoint is step {step_of(name)}"
+
+
+def latest_name(out_dir: Path) -> str | None:
+    """The directory name `latest` points to (unverified), or None."""
+    try:
+        return (checkpoint_root(out_dir) / LATEST).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def step_of(name: str) -> int:
+    """The step of a checkpoint directory's name (step_00000500 -> 500)."""
+    return int(name.rsplit("_", 1)[1])
+
+
 def begin(out_dir: Path, step: int) -> Path:
-    """Create the temporary directory a checkpoint is written into (rank 0)."""
-    checkpoint_root(out_dir).mkdir(parents=True, exist_ok=True)
+    """Create the temporary directory a checkpoint is written into (rank 0), deleting what an
+    interrupted write of any step left (it holds space and is never read)."""
+    root = checkpoint_root(out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(".step_*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = _temporary_dir(out_dir, step)
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     return tmp
 
@@ -111,9 +171,11 @@ def write_main(tmp: Path, model: nn.Module, optimizer, scheduler, step: int,
     torch.save(trainer, tmp / "trainer.pt")
 
 
-def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int) -> Path:
+def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int,
+           keep_every: int = 0) -> Path:
     """Seal the checkpoint (meta.json lists every file's size and sha256), move it into
-    place, point `latest` at it and delete old ones beyond `keep`."""
+    place, point `latest` at it and delete old ones beyond `keep`, except those at multiples of
+    `keep_every` (when > 0)."""
     paths = sorted(tmp.iterdir())
     files = {p.name: p.stat().st_size for p in paths}
     digests = {p.name: sha256_file(p) for p in paths}
@@ -125,7 +187,8 @@ def commit(tmp: Path, out_dir: Path, step: int, meta: dict[str, Any], keep: int)
     write_atomic(root / LATEST, final.name + "\n")
     existing = sorted(p for p in root.glob("step_*") if p.is_dir())
     for old in existing[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        if not (keep_every and step_of(old.name) % keep_every == 0):
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 
@@ -180,28 +243,41 @@ def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
         raise ElectraError(f"{path}: written by {saved_world} process(es), resumed with "
                            f"{world_size}; resuming with a different number of processes is "
                            "not supported")
+    load_weights(path, model, untied)
     try:
-        weights = str(path / "model.safetensors")
-        missing, unexpected = (model.load_state_dict(load_file(weights), strict=False) if untied
-                               else load_model(model, weights, strict=False))
         trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
         rng_file = path / f"rng_rank{rank}.pt"
         rng = torch.load(rng_file, map_location="cpu", weights_only=False)
     except FileNotFoundError as e:
         raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing)"
                            ) from None
-    except Exception as e:  # corrupt safetensors/pickle raise a variety of types
+    except Exception as e:  # corrupt pickles raise a variety of types
         reason = " ".join(str(e).split()) or type(e).__name__
         raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({reason})") from None
-    if missing or unexpected:
-        raise ElectraError(f"{path}: checkpoint does not match the model (missing "
-                           f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]})")
     optimizer.load_state_dict(with_kernel_of(optimizer, trainer["optimizer"]))
     scheduler.load_state_dict(trainer["scheduler"])
     if scaler is not None and trainer.get("scaler"):
         scaler.load_state_dict(trainer["scaler"])
     set_rng_state(rng)
     return int(trainer["step"])
+
+
+def load_weights(path: Path, model: nn.Module, untied: bool = False) -> None:
+    """A checkpoint's weights into `model` (all of them, nothing else): what resuming and
+    exporting a checkpoint both start from. `untied`: as `write_main` wrote it."""
+    weights = str(path / "model.safetensors")
+    try:
+        missing, unexpected = (model.load_state_dict(load_file(weights), strict=False) if untied
+                               else load_model(model, weights, strict=False))
+    except FileNotFoundError as e:
+        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing)"
+                           ) from None
+    except Exception as e:  # corrupt safetensors raise a variety of types
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({reason})") from None
+    if missing or unexpected:
+        raise ElectraError(f"{path}: checkpoint does not match the model (missing "
+                           f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]})")
 
 
 def with_kernel_of(optimizer, state: dict) -> dict:
