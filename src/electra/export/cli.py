@@ -24,20 +24,25 @@ def add_parsers(sub) -> None:
     p.add_argument("--int8", action="store_true", help="with --onnx: also "
                    "OUT/model.int8.onnx, dynamically quantised (int8 weights)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to OUT's "
+                   "model card (README.md)")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> None:
     from electra.errors import ElectraError
+    from electra.model.card import read_card_extra
 
     if args.int8 and not args.onnx:
         raise ElectraError("--int8 goes with --onnx")
+    extra = read_card_extra(args.card_extra)
     if args.onnx:
         from electra.export.onnx import export_onnx
 
         export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                    overwrite=args.overwrite)
+                    overwrite=args.overwrite, card_extra=extra)
         return
     from electra.export.serving import write_task_dir
 
-    print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite))
+    print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite,
+                         card_extra=extra))

@@ -23,6 +23,7 @@ from electra.config import PretrainConfig, with_precision
 from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
+from electra.model.card import RunFacts, with_card
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.model.hf import save_pretrained
 from electra.objectives import (
@@ -525,8 +526,10 @@ def _export(run: _Run) -> dict[str, str]:
              "vocab_checksum": run.data.vocab_checksum, "objective": run.cfg.objective.name}
     if run.init is not None:  # train_flops counts this run; the starting point's are here
         extra["init"] = run.init.describe()
-    return {name: str(export_module(module, run.out / "final" / name,
-                                    run.data_dir / "tokenizer", extra))
+    card = RunFacts(preset=run.cfg.preset, data_dir=run.data_dir,
+                    tokens=run.step * run.cfg.train.batch_size * run.data.seq_len)
+    return {name: str(with_card(export_module(module, run.out / "final" / name,
+                                              run.data_dir / "tokenizer", extra), card))
             for name, module in run.objective.exportable().items()}
 
 
