@@ -369,7 +369,8 @@ class Card:
                 "to detect." if self.folder.resolve().name == "generator" and objective != "mlm"
                 else "."),
             "encoder": f"A text encoder{trained}.",
-            "two-tower": f"Electric's two-tower cloze generator{trained}; not a transformers "
+            "two-tower": f"A two-tower cloze generator (Electric, ELECTRA-TT){trained}; not a "
+                         "transformers "
                          "architecture: electra reads it (`electra score`).",
             "cvt": "A CVT (cross-view training) model: a CNN-BiLSTM encoder with one head per "
                    f"task ({', '.join(t.name for t in self.tasks)}), trained by `electra cvt`; "
@@ -504,8 +505,10 @@ class Card:
                     f"outputs = session.run(None, feed)  # {', '.join(self.export['outputs'])}\n"
                     "```")
         if self.library_name != "transformers":
-            return (f"## How to use\n\nThis folder is in electra's own format; electra reads "
-                    f"it (`{'electra cvt' if self.kind == 'cvt' else 'electra score'}`).")
+            command = ("electra cvt-predict --model DIR --input FILE --output FILE"
+                       if self.kind == "cvt" else "electra score")
+            return ("## How to use\n\nThis folder is in electra's own format, which electra "
+                    f"reads: `{command}`.")
         remote = ", trust_remote_code=True" if self.remote_code else ""
         auto = self.auto_class()
         lines = [f"from transformers import {auto}, AutoTokenizer, pipeline", "",
