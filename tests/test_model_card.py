@@ -208,3 +208,15 @@ def test_missing_card_extra_file_stops_before_writing(tmp_path, tiny_model):
     assert main(["export", str(tiny_model), "--hf", str(tmp_path / "out"), "--card-extra",
                  str(tmp_path / "nope.md")]) != 0
     assert not (tmp_path / "out").exists()
+
+
+def test_random_init_baseline_card_says_it_is_untrained(tmp_path, tiny_model):
+    from electra.finetune.baseline import random_init
+
+    folder = random_init(tiny_model, tmp_path / "random_init", seed=5)
+    card = _card(folder)
+    assert card.data.pipeline_tag == "feature-extraction" and card.data.base_model is None
+    assert card.text.startswith("\n# random_init\n\nRandomly initialised weights (seed 5, as "
+                                "pre-training starts), not trained")
+    assert f"with the tokenizer of `{tiny_model}`." in card.text
+    assert "## Training" not in card.text

@@ -55,6 +55,7 @@ class RunFacts:
     objective: str | None = None  # where the folder does not record it (CVT: cvt, supervised)
     steps: int | None = None  # likewise
     tokens: int | None = None  # tokens seen: steps x batch size x sequence length
+    base_model: str | None = None  # where the folder does not record it (a random init's)
     data_dir: str | Path | None = None  # the prepared data (its manifest names the corpus)
     # every seed's {"seed", "scores"} (a multi-task run's scores by task): the run's seeds
     seeds: list[dict] = field(default_factory=list)
@@ -191,6 +192,8 @@ class Card:
         self.finetune = _json(source / "finetune.json")
         self.trained = self.weights.get("electra_toolkit") or {}
         self.tasks = self._tasks()
+        # electra.finetune.baseline's marker: fresh weights, not trained
+        self.random_init = _json(source / "init.json") if not self.trained else {}
 
     # --- facts --------------------------------------------------------------------------------
 
@@ -227,7 +230,8 @@ class Card:
 
     @property
     def kind(self) -> str:
-        """finetuned | multitask | discriminator | generator | encoder | two-tower | cvt"""
+        """finetuned | multitask | random-init | discriminator | generator | encoder |
+        two-tower | cvt"""
         from electra.model.hf import architecture_of, is_discriminator
 
         if self.model_type == CVT_TYPE:
@@ -236,6 +240,8 @@ class Card:
             return "two-tower"
         if self.finetune:
             return "multitask" if "tasks" in self.finetune and not self.export else "finetuned"
+        if self.random_init:
+            return "random-init"
         if is_discriminator(self.weights):
             return "discriminator"
         if architecture_of(self.weights).endswith("ForMaskedLM"):
@@ -265,7 +271,7 @@ class Card:
         """The model this one started from, as recorded (a path or an id)."""
         if self.finetune:
             return self.finetune.get("source_model")
-        return (self.trained.get("init") or {}).get("from")
+        return (self.trained.get("init") or {}).get("from") or self.run.base_model
 
     @property
     def objective(self) -> str | None:
@@ -370,12 +376,16 @@ class Card:
                 else "."),
             "encoder": f"A text encoder{trained}.",
             "two-tower": f"A two-tower cloze generator (Electric, ELECTRA-TT){trained}; not a "
-                         "transformers "
-                         "architecture: electra reads it (`electra score`).",
+                         "transformers architecture: electra reads it (`electra score`).",
             "cvt": "A CVT (cross-view training) model: a CNN-BiLSTM encoder with one head per "
                    f"task ({', '.join(t.name for t in self.tasks)}), trained by `electra cvt`; "
                    "electra reads it.",
         }.get(kind)
+        if kind == "random-init":
+            what = (f"Randomly initialised weights (seed {self.random_init.get('seed')}, as "
+                    "pre-training starts), not trained: the random-initialisation baseline of a "
+                    "transfer comparison" + (f", in the architecture and with the tokenizer of "
+                                             f"`{self.base_model}`." if self.base_model else "."))
         if kind == "finetuned":
             task = self.tasks[0]
             what = (f"An encoder fine-tuned on {task.name} "

@@ -172,8 +172,8 @@ def _run_pretrain(args) -> None:
                        show_progress=not args.quiet and show_progress(),
                        tensorboard=args.tensorboard, init=source, sources=sources,
                        notes=default_preset_note(sources) if source is None else [])
-    add_card_extra(f"{args.out}/final", extra)
-    if summary.get("final"):
+    if summary.get("final"):  # the main process's: it wrote the cards
+        add_card_extra(f"{args.out}/final", extra)
         print(json.dumps(summary, indent=2))
 
 
