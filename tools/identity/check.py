@@ -20,7 +20,8 @@ Every run writes into OUTDIR/<run-name>/ (the electra --out of that run); the co
 stdout/stderr go to OUTDIR/_logs/. Timing fields (seconds, throughput, ETA, ...) are dropped
 from JSON; the absolute paths of OUTDIR, SRC, the shared inputs, the scratch directory and the
 data are replaced by <OUT>, <SRC>, <SHARED>, <SCRATCH> and <DATA>. Safetensors and .pt files
-are recorded by their content (tensors, metadata; checkpoints' only so), other files by SHA-256.
+are recorded by their content (tensors, metadata; checkpoints' only so), model cards as text
+(paths replaced), other files by SHA-256.
 """
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ def pt_content(path: Path) -> str:
 def digest_tree(root: Path, norm: Normalizer) -> dict:
     """{relative file: value} for every file under root: JSON and JSON lines normalized
     (timings dropped, paths replaced); safetensors by SHA-256 and by content ("#content"), in
-    checkpoints/ by content only; .pt by content; everything else by SHA-256. A checkpoint's
+    checkpoints/ by content only; .pt by content; model cards (README.md) as text, paths
+    replaced; everything else by SHA-256. A checkpoint's
     meta.json lists its files' SHA-256: those are replaced by the digests recorded here."""
     out: dict = {}
     metas = []
@@ -155,7 +156,7 @@ def digest_tree(root: Path, norm: Normalizer) -> dict:
                     out[rel + "#content"] = safetensors_content(p)
             elif name.endswith(".pt"):
                 out[rel] = pt_content(p)
-            elif name == "latest":  # pointer file naming a checkpoint
+            elif name in ("latest", "README.md"):  # a checkpoint pointer, a model card
                 out[rel] = norm.text(p.read_text())
             else:
                 out[rel] = sha256_file(p)

@@ -33,6 +33,7 @@ from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
 from electra.device import to_device
 from electra.errors import ElectraError
+from electra.model.card import RunFacts, write_model_card
 from electra.precision import autocast, make_scaler
 from electra.runtime import checkpoint as ckpt
 from electra.runtime.metrics_log import MetricsLogger
@@ -312,4 +313,8 @@ def finish(model: CVTModel, ema: EMA, data: RunData, vocab: Vocab, out: Path,
         path = task.write(out / f"{task.name}_dev_predictions{task.suffix}",
                           data.dev[task.name], preds)
         results["predictions"][task.name] = str(path)
+    write_model_card(out / "model", RunFacts(steps=info["steps"], objective="cvt" if info["cvt"]
+                                             else "supervised",
+                                             seeds=[{"seed": info["seed"],
+                                                     "scores": results["scores"]}]))
     return results

@@ -31,11 +31,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--int8", action="store_true", help="with --onnx: also "
                    "OUT/model.int8.onnx, dynamically quantised (int8 weights)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to OUT's "
+                   "model card (README.md)")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> None:
     from electra.errors import ElectraError
+    from electra.model.card import read_card_extra
 
     if args.int8 and not args.onnx:
         raise ElectraError("--int8 goes with --onnx")
@@ -46,10 +49,12 @@ def _run(args) -> None:
         main_network_dir,
     )
 
+    extra = read_card_extra(args.card_extra)
     if args.step is not None or is_checkpoint(args.model):
         checkpoint = checkpoint_dir(args.model, args.step)
         if not args.onnx:
-            print(export_checkpoint(checkpoint, args.hf, overwrite=args.overwrite))
+            print(export_checkpoint(checkpoint, args.hf, overwrite=args.overwrite,
+                                    card_extra=extra))
             return
         args.model = str(main_network_dir(checkpoint))
     elif not (args.onnx or args.hf):
@@ -58,8 +63,9 @@ def _run(args) -> None:
         from electra.export.onnx import export_onnx
 
         export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                    overwrite=args.overwrite)
+                    overwrite=args.overwrite, card_extra=extra)
         return
     from electra.export.serving import write_task_dir
 
-    print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite))
+    print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite,
+                         card_extra=extra))

@@ -27,6 +27,7 @@ from electra.export.serving import (
 )
 from electra.fileutil import staged_dir
 from electra.finetune.model_io import finetuned_config
+from electra.model.card import default_name, write_model_card
 from electra.model.encoder import Encoder, known_padding
 from electra.model.hf import read_config_json
 from electra.model.modern import ModernEncoder
@@ -131,10 +132,12 @@ def quantize_int8(source: Path, target: Path) -> None:
 
 
 def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = None,
-                int8: bool = False, overwrite: bool = False) -> dict:
+                int8: bool = False, overwrite: bool = False, card_extra: str | None = None
+                ) -> dict:
     """Write OUT/model.onnx (+ model.int8.onnx), the model's config.json and tokenizer files,
-    and export.json (inputs, outputs, differences from PyTorch). Nothing is kept when the fp32
-    graph differs from PyTorch by more than `FP32_TOLERANCE`."""
+    export.json (inputs, outputs, differences from PyTorch) and the model card (`card_extra`:
+    the user's own section appended). Nothing is kept when the fp32 graph differs from PyTorch
+    by more than `FP32_TOLERANCE`."""
     require_onnx()
     model_dir, out = Path(model_dir), Path(out_dir)
     check_out_dir(out, overwrite)
@@ -164,6 +167,7 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = N
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         copy_tokenizer_files(model_dir, tmp)
         (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
+        write_model_card(tmp, name=default_name(out), extra=card_extra)
     print(f"{out / 'model.onnx'}: {served.kind}, outputs {', '.join(served.output_names)}; "
           f"ONNX Runtime vs PyTorch max |diff| {report['max_abs_diff']:.2e}"
           + (f" (int8: {report['int8_max_abs_diff']:.2e})" if int8 else ""), file=sys.stderr)

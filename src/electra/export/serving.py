@@ -15,6 +15,7 @@ from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel
 from electra.finetune.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
+from electra.model.card import default_name, write_model_card
 from electra.model.hf import (
     architecture_of,
     is_discriminator,
@@ -129,10 +130,10 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
 
 
 def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,
-                   overwrite: bool = False) -> Path:
+                   overwrite: bool = False, card_extra: str | None = None) -> Path:
     """A fine-tuned model, or one task of a multi-task model, as a single-task fine-tuned
     directory in the current layout (for `AutoModelFor...`, pipelines and `electra
-    predict`)."""
+    predict`), with its model card (`card_extra`: the user's own section appended)."""
     model_dir = Path(model_dir)
     check_out_dir(Path(out_dir), overwrite)
     loaded, _, info = load_finetuned(model_dir)
@@ -141,4 +142,5 @@ def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,
     with staged_dir(out_dir) as tmp:
         write_model_files(tmp, config, state, model_dir)
         (tmp / FINETUNE_FILE).write_text(json.dumps(task_info, indent=2) + "\n")
+        write_model_card(tmp, name=default_name(Path(out_dir)), extra=card_extra)
     return Path(out_dir)

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from electra.fileutil import sha256_file, write_atomic
+from electra.model.card import RunFacts, write_model_card
 from electra.model.encoder import init_weights
 from electra.model.hf import read_model_dir, save_pretrained
 from electra.model.networks import Discriminator
@@ -35,4 +36,5 @@ def random_init(model_dir: Path, out_dir: Path, seed: int) -> Path:
     init_weights(model, cfg.initializer_range)
     save_pretrained(model, out_dir, model_dir)
     write_atomic(marker, json.dumps(record, indent=2) + "\n")
+    write_model_card(out_dir, RunFacts(base_model=str(model_dir)))
     return out_dir

@@ -28,6 +28,8 @@ def add_parsers(sub) -> None:
                        "median, mean, std, settings, prediction files) and OUT/model (best seed).")
     _add_finetune_flags(p, train=True)
     p.set_defaults(func=_run_finetune)
+    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the model "
+                   "card (README.md) of every model written under OUT")
     p = sub.add_parser("evaluate", help="score a fine-tuned model on a dev set",
                        description="Evaluate a model written by `electra finetune` (OUT/model) "
                        "and write OUT/results.json and the dev predictions.")
@@ -135,17 +137,20 @@ def _user_options(args) -> dict:
 
 def _run_finetune(args) -> None:
     from electra.finetune.run import finetune
+    from electra.model.card import add_card_extra, read_card_extra
     from electra.tasks import get_task
     from electra.tasks.hub_layout import parse_label_names
     from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 
     settings, sources = _finetune_settings(args, train=True)
+    extra = read_card_extra(args.card_extra)
     progress = not args.quiet and show_progress()
     if args.task.lower() == GLUE_SUITE:
         from electra.finetune.glue_suite import run_glue
 
         names = args.glue_tasks.split(",") if args.glue_tasks else None
         res = run_glue(args.model, args.data, args.out, settings, names, progress, sources)
+        add_card_extra(args.out, extra)
         print(json.dumps({"glue_score": res["glue_score"],
                           "tasks": {k: v["median"] for k, v in res["tasks"].items()}}))
         return
@@ -155,6 +160,7 @@ def _run_finetune(args) -> None:
     task = get_task(args.task, **options, label_names=parse_label_names(args.label_names))
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
                    sources=sources)
+    add_card_extra(args.out, extra)
     print(json.dumps({"task": res["task"], "median": res["median"],
                       "results": f"{args.out}/results.json"}))
 

@@ -29,6 +29,7 @@ from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
 from electra.model import modern_hf
+from electra.model.card import default_name, write_model_card
 from electra.model.hf import (
     _load_strict,
     encoder_from_hf,
@@ -252,4 +253,5 @@ def save_finetuned(model: FinetuneModel | MultitaskModel, out_dir: str | Path,
     with staged_dir(out) as tmp:
         write_model_files(tmp, config, state, tokenizer_dir)
         (tmp / FINETUNE_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        write_model_card(tmp, name=default_name(out))
     return out

@@ -17,6 +17,7 @@ import torch
 from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.settings import FinetuneSettings
 from electra.finetune.training import TrainPlan, train_model
+from electra.model.card import RunFacts, write_model_card
 from electra.runtime.metrics_log import MetricsLogger
 
 
@@ -125,4 +126,5 @@ class SeedRunner:
             entry.update(keep.offer(model, seed, result.rank,
                                     job.model_info(seed, result.scores)))
             per_seed.append(entry)
+        write_model_card(self.out / "model", RunFacts(seeds=per_seed))  # the seeds' scores
         return per_seed

@@ -19,6 +19,7 @@ from electra.config import PretrainConfig, merge
 from electra.data.dataset import PretrainingDataset
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, space_advice, staged_dir
+from electra.model.card import RunFacts, write_model_card
 from electra.model.hf import save_pretrained
 from electra.objectives import ObjectiveContext, SpecialIds, build_objective, objective_step_flops
 from electra.runtime import checkpoint
@@ -62,11 +63,18 @@ def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
 
 
 def export_networks(objective: torch.nn.Module, root: Path, tokenizer_dir: Path,
-                    extra: dict[str, Any]) -> dict[str, str]:
-    """ROOT/<network> for each of the objective's exportable networks: the final export
-    (OUT/final) and a checkpoint's alike."""
-    return {name: str(export_module(module, root / name, tokenizer_dir, extra))
-            for name, module in objective.exportable().items()}
+                    extra: dict[str, Any], card: RunFacts | None = None,
+                    name: str | None = None, card_extra: str | None = None) -> dict[str, str]:
+    """ROOT/<network> for each of the objective's exportable networks, each with its model
+    card (`card`: what the folder does not record): the final export (OUT/final) and a
+    checkpoint's alike. `name`: the cards' model name, NAME-<network> (default: from ROOT);
+    `card_extra`: the user's own section (`--card-extra`)."""
+    written = {}
+    for network, module in objective.exportable().items():
+        path = export_module(module, root / network, tokenizer_dir, extra)
+        write_model_card(path, card, f"{name}-{network}" if name else None, card_extra)
+        written[network] = str(path)
+    return written
 
 
 # --- checkpoints as models ---------------------------------------------------------------
@@ -102,7 +110,7 @@ def export_dir(ckpt: Path) -> Path:
 
 
 def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
-                      overwrite: bool = False) -> Path:
+                      overwrite: bool = False, card_extra: str | None = None) -> Path:
     """Write the checkpoint's networks as the run's end would (DEST/discriminator, ...;
     default OUT/exports/step_N, kept where it is already written) and return DEST. The whole
     directory appears at once; a failed write leaves nothing and is one error."""
@@ -112,14 +120,15 @@ def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
         return out  # exports appear whole (staged): this is the checkpoint's export
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise ElectraError(f"{out} already exists; pass --overwrite to replace it")
-    objective, extra, tokenizer_dir = _load(ckpt)
+    objective, extra, tokenizer_dir, card = _load(ckpt)
 
     def describe(reason: str) -> str:
         return (f"{out}: {reason} while exporting checkpoint {ckpt} (partial files removed); "
                 f"{space_advice(reason)} and run the same command again")
 
     with reported_write_failures(describe), staged_dir(out) as tmp:
-        export_networks(objective, tmp, tokenizer_dir, extra)
+        export_networks(objective, tmp, tokenizer_dir, extra, card,
+                        f"{ckpt.parent.parent.name}-{ckpt.name}", card_extra)
     return out
 
 
@@ -145,8 +154,9 @@ def main_network_dir(path: str | Path) -> Path:
     raise ElectraError(f"{p}: the export holds no {' or '.join(MAIN_NETWORKS)}/")
 
 
-def _load(ckpt: Path) -> tuple[torch.nn.Module, dict[str, Any], Path]:
-    """(the run's objective with the checkpoint's weights, its export's extra, the tokenizer)."""
+def _load(ckpt: Path) -> tuple[torch.nn.Module, dict[str, Any], Path, RunFacts]:
+    """(the run's objective with the checkpoint's weights, its export's extra, the tokenizer,
+    what its model cards add)."""
     meta = checkpoint.verify(ckpt)
     out = ckpt.parent.parent
     settings, record = read_run(out)
@@ -172,4 +182,6 @@ def _load(ckpt: Path) -> tuple[torch.nn.Module, dict[str, Any], Path]:
     step = int(meta["step"])
     extra = export_extra(step, step * step_flops(cfg, data.seq_len), data.vocab_checksum,
                          cfg.objective.name, record.get("init"))
-    return objective, extra, data_dir / "tokenizer"
+    card = RunFacts(preset=cfg.preset, data_dir=data_dir,
+                    tokens=step * cfg.train.batch_size * data.seq_len)
+    return objective, extra, data_dir / "tokenizer", card

@@ -91,6 +91,8 @@ def _add_pretrain(sub) -> None:
                    f"files under OUT/tensorboard/ (needs: {install_hint('plot')})")
     add_device_flag(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the "
+                   "model card (README.md) of each OUT/final/ folder")
     p.set_defaults(func=_run_pretrain)
 
 
@@ -168,14 +170,17 @@ def default_preset_note(sources) -> list[str]:
 
 
 def _run_pretrain(args) -> None:
+    from electra.model.card import add_card_extra, read_card_extra
     from electra.pretrain.loop import pretrain
 
     cfg, sources, source = build_pretrain_config(args)
+    extra = read_card_extra(args.card_extra)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
                        show_progress=not args.quiet and show_progress(),
                        tensorboard=args.tensorboard, init=source, sources=sources,
                        notes=default_preset_note(sources) if source is None else [])
-    if summary.get("final"):
+    if summary.get("final"):  # the main process's: it wrote the cards
+        add_card_extra(f"{args.out}/final", extra)
         print(json.dumps(summary, indent=2))
 
 

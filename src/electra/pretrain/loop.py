@@ -25,6 +25,7 @@ from electra.data.dataset import PretrainingDataset, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, space_advice
+from electra.model.card import RunFacts
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.objectives import ObjectiveContext, build_objective, metrics_from_counts
 from electra.precision import autocast, make_scaler, resolve_precision
@@ -546,6 +547,8 @@ def _export(run: _Run) -> dict[str, str]:
                          run.cfg.objective.name,
                          run.init.describe() if run.init is not None else None)
     final = run.out / "final"
+    card = RunFacts(preset=run.cfg.preset, data_dir=run.data_dir,
+                    tokens=run.step * run.cfg.train.batch_size * run.data.seq_len)
 
     def describe(reason: str) -> str:
         latest = (f"the latest complete checkpoint is step {checkpoint.step_of(run.latest.name)}"
@@ -555,7 +558,8 @@ def _export(run: _Run) -> dict[str, str]:
 
     with reported_write_failures(describe):
         try:
-            return export_networks(run.objective, final, run.data_dir / "tokenizer", extra)
+            return export_networks(run.objective, final, run.data_dir / "tokenizer", extra,
+                                       card)
         except Exception:
             shutil.rmtree(final, ignore_errors=True)
             raise
