@@ -85,11 +85,22 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[P
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     env["OMP_NUM_THREADS"] = "1"
+    # Without --quiet: stderr is a pipe, so the progress comes as lines (test below).
+    argv = [a for a in pretrain_argv(config, data_dir, out) if a != "--quiet"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-           "2", str(launcher), str(root), *pretrain_argv(config, data_dir, out)]
+           "2", str(launcher), str(root), *argv]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (root / "stderr.txt").write_text(proc.stderr)
     return out, root, config
+
+
+def test_only_the_main_process_writes_progress_lines(ddp_run):
+    _, root, _ = ddp_run
+    lines = [line for line in (root / "stderr.txt").read_text().splitlines()
+             if line.startswith("pretrain step ")]
+    assert [line.split(" | ")[0] for line in lines] == [
+        "pretrain step 2/4 (50%)", "pretrain step 4/4 (100%)"], lines
 
 
 def test_two_processes_write_one_run(ddp_run):

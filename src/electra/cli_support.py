@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from electra.precision import PRECISIONS
 from electra.presets import SIZES
+from electra.progress import Progress
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -43,10 +44,14 @@ def add_precision_flags(p: argparse.ArgumentParser) -> None:
                        help="= --precision fp32")
 
 
-def show_progress() -> bool:
-    """Progress bars only on a terminal: in a pipe or a log file they are noise, and the one
-    line that reports an error must stay the only line on stderr."""
-    return sys.stderr.isatty()
+def show_progress(quiet: bool = False) -> Progress:
+    """How a command shows its progress (`electra.progress`), decided here for every command:
+    nothing with `--quiet`; a bar on a terminal; elsewhere (a pipe, a log file, a batch job's
+    output) plain lines, one per log interval, since a bar there is noise. A command that
+    fails still writes its one error line last."""
+    if quiet:
+        return Progress.OFF
+    return Progress.BAR if sys.stderr.isatty() else Progress.LINES
 
 
 class LazyNames(Sequence[str]):

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 
-from electra.cli_support import LazyHelpStore, add_device_flag, add_precision_flags
+from electra.cli_support import LazyHelpStore, add_device_flag, add_precision_flags, show_progress
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError, install_hint
 from electra.settings import CLEAR, add_settings_flags
@@ -53,8 +52,7 @@ def _run_train(args) -> None:
     s = train_settings(args)
     if s.cvt and not s.unlabeled:
         raise ElectraError("CVT needs --unlabeled CORPUS (or --no-cvt for supervised training)")
-    show = not args.quiet and sys.stderr.isatty()
-    res = run_train(s, progress=show)
+    res = run_train(s, progress=show_progress(args.quiet))
     print(json.dumps({"scores": res["scores"], "model": res["model"],
                       "train_seconds": res["train_seconds"]}, indent=2))
 
@@ -125,7 +123,7 @@ def add_parsers(sub) -> None:
                    "start it (`--resume auto` says the same, as for pretrain)")
     add_device_flag(p)
     add_precision_flags(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(func=_run_train)
 
     p = sub.add_parser("cvt-evaluate", help="score a CVT model on a dev or test split",

@@ -29,6 +29,7 @@ from electra.cvt.vocab import (
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.precision import device_and_precision
+from electra.progress import Progress
 from electra.settings import (
     RUN_FILE,
     SETTINGS_FILE,
@@ -120,7 +121,7 @@ def _check_resumable(out: Path, s: TrainSettings, settings: dict[str, Any]) -> N
                            "than the run being resumed")
 
 
-def run_train(s: TrainSettings, progress: bool | None = None) -> dict[str, Any]:
+def run_train(s: TrainSettings, progress: bool | Progress | None = None) -> dict[str, Any]:
     s.train_section().validate()
     cfg = s.config if s.config is not None else make_config(s.preset)
     cfg.validate()

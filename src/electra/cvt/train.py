@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import random
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from electra.cli_support import show_progress
 from electra.cvt.batch import Sampler, encode_words
 from electra.cvt.config import CVTConfig
 from electra.cvt.conll import Sentence
@@ -35,6 +35,7 @@ from electra.device import to_device
 from electra.errors import ElectraError
 from electra.model.card import RunFacts, write_model_card
 from electra.precision import autocast, make_scaler
+from electra.progress import Progress
 from electra.runtime import checkpoint as ckpt
 from electra.runtime.metrics_log import MetricsLogger
 from electra.runtime.skeleton import StepLoop, Update
@@ -213,11 +214,14 @@ def unlabeled_minibatches(ratio: float, step: int) -> int:
 
 
 def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
-          seed: int, resume: bool = False, save_every: int = 0, progress: bool | None = None,
+          seed: int, resume: bool = False, save_every: int = 0,
+          progress: bool | Progress | None = None,
           model: CVTModel | None = None, precision: str = "fp32") -> dict[str, Any]:
     """Train, save OUT/model (EMA weights), score dev, write dev predictions; returns the
     results (`run_train` writes them to OUT/results.json). `precision`: a resolved one
-    (`electra.precision`), for the training steps' autocast (and fp16's loss scaling)."""
+    (`electra.precision`), for the training steps' autocast (and fp16's loss scaling).
+    `progress`: a `Progress` (True: the bar, False: nothing; None: the command line's choice,
+    `electra.cli_support.show_progress`)."""
     if cvt and not data.unlabeled:
         raise ElectraError("CVT needs unlabeled sentences (--unlabeled), or pass --no-cvt")
     out.mkdir(parents=True, exist_ok=True)
@@ -252,7 +256,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     # Each minibatch, labeled or unlabeled, is its own update, followed by the EMA's (4.3.1).
     update = Update(optimizer, scheduler, list(model.parameters()), cfg.grad_clip or None,
                     after=lambda: ema.update(model), scaler=scaler)
-    show = sys.stderr.isatty() if progress is None else progress
+    show = show_progress() if progress is None else progress
     t0 = time.time()
     last: dict[str, Any] = {}
     # SIGTERM/SIGUSR1 (a scheduler's warning): finish the step, checkpoint, stop (EXIT_PREEMPTED).
@@ -277,11 +281,12 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
                 update.backward(weighted)
                 loop.update(update, weighted.detach())
                 last["cvt"] = loss.item()
-            done = loop.end_step({k: (round(v, 3) if isinstance(v, float) else v)
-                                  for k, v in last.items()})
+            shown = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in last.items()}
+            done = loop.end_step(shown)
             if loop.due(LOG_EVERY):
                 log.log({"step": done, "lr": scheduler.get_last_lr()[0], **last,
                          "seconds": round(elapsed + time.time() - t0, 3)})
+                loop.report(shown)
             if done < steps and (loop.stopping or (save_every and done % save_every == 0)):
                 _save_checkpoint(out, done, model, update, ema, samplers,
                                  {"elapsed": elapsed + time.time() - t0})

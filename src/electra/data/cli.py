@@ -40,6 +40,7 @@ def _add_vocab(sub) -> None:
     p.add_argument("--cased", action="store_true", help="keep case (and, for WordPiece, accents)")
     p.add_argument("--text-field", default="text", help=TEXT_FIELD_HELP)
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(func=_run_vocab)
 
 
@@ -63,7 +64,7 @@ def _run_vocab(args) -> None:
             raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
         out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
                           text_field=args.text_field, overwrite=args.overwrite,
-                          show_progress=show_progress(), kind=args.kind)
+                          show_progress=show_progress(args.quiet), kind=args.kind)
     print(f"vocabulary written to {out}")
 
 
@@ -105,6 +106,7 @@ def _add_prepare(sub) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
                    "SHA-256) against its manifest and exit")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(func=_run_prepare)
 
 
@@ -133,7 +135,7 @@ def _run_prepare(args) -> None:
                               heldout_fraction=args.heldout_fraction,
                               max_heldout_documents=args.max_heldout_documents,
                               overwrite=args.overwrite,
-                              show_progress=show_progress(), workers=args.workers,
+                              show_progress=show_progress(args.quiet), workers=args.workers,
                               num_parts=args.num_shards, part_index=args.shard_index)
     print(json.dumps({"out": args.out, "splits": _split_sizes(manifest)}))
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from electra import __version__
 from electra.data.corpus import Document, corpus_files, iter_documents, split_sentences
@@ -46,6 +45,7 @@ from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, sha256_file, space_advice, staged_dir
 from electra.presets import PRESETS
+from electra.progress import CountProgress, Progress
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenizer_info, vocab_checksum
 
 FORMAT = "electra-pretraining-shards"
@@ -107,7 +107,7 @@ def prepare_corpus(
     max_heldout_documents: int = MAX_HELDOUT_DOCUMENTS,
     shard_tokens: int = 2**24,
     batch_docs: int = 256,
-    show_progress: bool = True,
+    show_progress: bool | Progress = True,
     overwrite: bool = False,
     workers: int | None = None,
     num_parts: int = 1,
@@ -126,6 +126,8 @@ def prepare_corpus(
     documents whose corpus index is `part_index` modulo `num_parts`, each held out or not and
     packed exactly as a one-machine prepare would (both are decided by the corpus index), so
     the parts combined (`electra.data.merge`) hold the same examples.
+    `show_progress`: a `Progress` (`electra.progress`; True: the bar, False: nothing); lines
+    count documents and tokens every `electra.progress.LINE_INTERVAL_S` seconds and at the end.
     """
     if not MIN_SEQ_LEN <= seq_len <= MAX_SEQ_LEN:
         raise ElectraError(f"seq_len must be in [{MIN_SEQ_LEN}, {MAX_SEQ_LEN}], got {seq_len}")
@@ -164,12 +166,11 @@ def prepare_corpus(
         chunks = _chunks(((index, doc, heldout) for index, (doc, heldout) in enumerate(documents)
                           if index % num_parts == part_index), batch_docs)
         packed = _pack_in_order(chunks, tokenizer_dir, packing, workers)
-        with closing(packed), tqdm(desc="preparing", unit=" docs",
-                                   disable=not show_progress) as progress:
+        with closing(packed), CountProgress(show_progress, "preparing") as progress:
             for parts in packed:
                 for split, part in parts.items():
                     writers[split].add(part)
-                    progress.update(part.documents)
+                    progress.update(part.documents, len(part.tokens))
         for writer in writers.values():
             writer.close()
         if "heldout" in writers and writers["heldout"].num_documents == 0:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
-from tqdm import tqdm
 
 from electra.data.corpus import iter_documents
 from electra.errors import ElectraError
 from electra.fileutil import install_dir, staged_dir
+from electra.progress import CountProgress, Progress, progress_mode
 from electra.tokenizer import (
     ALL_TOKENIZER_FILES,
     BERT_SPECIALS,
@@ -44,14 +44,16 @@ def train_vocab(
     lowercase: bool = True,
     text_field: str = "text",
     min_frequency: int = 2,
-    show_progress: bool = True,
+    show_progress: bool | Progress = True,
     overwrite: bool = False,
     kind: str = "wordpiece",
 ) -> Path:
     """Train a vocabulary on a corpus and write a tokenizer directory. `kind`: "wordpiece"
     (BERT's pipeline), "unigram" (SentencePiece-style: NFKC, Metaspace, Unigram LM) or "bpe"
     (byte-level, as GPT-2/RoBERTa: no unknown characters). `min_frequency` applies to
-    WordPiece and BPE merges (the Unigram trainer has none)."""
+    WordPiece and BPE merges (the Unigram trainer has none). `show_progress`: a `Progress`
+    (`electra.progress`; True: the bar, False: nothing); lines count the documents read every
+    `electra.progress.LINE_INTERVAL_S` seconds and at the end."""
     if kind not in KINDS:
         raise ElectraError(f"vocabulary kind must be one of {', '.join(KINDS)}, got {kind!r}")
     specials = KIND_SPECIALS[kind]
@@ -63,7 +65,9 @@ def train_vocab(
     if min_frequency < 1:
         raise ElectraError(f"min_frequency must be >= 1, got {min_frequency}")
     out = _check_out_dir(out_dir, overwrite)
-    tokenizer, trainer = _untrained(kind, vocab_size, lowercase, min_frequency, show_progress)
+    show_progress = progress_mode(show_progress)
+    tokenizer, trainer = _untrained(kind, vocab_size, lowercase, min_frequency,
+                                    show_progress is Progress.BAR)  # the trainer's own bars
     texts = _texts(corpus, text_field, show_progress)
     tokenizer.train_from_iterator(texts, trainer=trainer)
     size = tokenizer.get_vocab_size()
@@ -145,10 +149,12 @@ def _untrained(kind: str, vocab_size: int, lowercase: bool, min_frequency: int,
                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 
 
-def _texts(corpus: Sequence[str | Path], text_field: str, show_progress: bool) -> Iterator[str]:
-    docs = iter_documents(corpus, text_field=text_field)
-    for doc in tqdm(docs, desc="reading corpus", unit=" docs", disable=not show_progress):
-        yield doc.text
+def _texts(corpus: Sequence[str | Path], text_field: str,
+           show_progress: Progress) -> Iterator[str]:
+    with CountProgress(show_progress, "reading corpus") as progress:
+        for doc in iter_documents(corpus, text_field=text_field):
+            progress.update(1)
+            yield doc.text
 
 
 def _check_out_dir(out_dir: str | Path, overwrite: bool) -> Path:

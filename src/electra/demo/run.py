@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model
 
+from electra.cli_support import show_progress
 from electra.config import DEMO_PRESETS, PretrainConfig
 from electra.data.corpus import iter_json_lines
 from electra.data.dataset import PretrainingDataset, read_manifest
@@ -32,6 +32,7 @@ from electra.errors import ElectraError, Preempted
 from electra.objectives import build_objective
 from electra.pretrain.evaluate import evaluate_objective
 from electra.pretrain.loop import pretrain, special_ids_for
+from electra.progress import Progress
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import METRICS, is_heldout
 from electra.settings import write_settings
@@ -93,7 +94,9 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     `budget_seconds` (default DEFAULT_BUDGET_SECONDS) and pre-trains for what that leaves.
     `check`: end with the downstream check (`electra.demo.check`; `check_settings`, default
     CoNLL-2000 chunking) on the data in `check_data` (default: $ELECTRA_CHECK_DATA or the
-    shared data beside this checkout; skipped with a line saying so where there is none)."""
+    shared data beside this checkout; skipped with a line saying so where there is none).
+    Vocabulary, preparation and pre-training show their progress as the `electra` command
+    does (`electra.cli_support.show_progress`: a bar on a terminal, lines elsewhere)."""
     from electra.data.vocab import train_vocab
     from electra.demo.corpus import fetch_wiki_corpus
     from electra.tokenizer import vocab_checksum
@@ -109,6 +112,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         raise ElectraError(f"--check-data {check_data}: no {expected_files(settings.task)} there "
                            f"(the {settings.task} check's data is expected)")
     started = time.perf_counter()
+    progress = show_progress()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_settings(out, {"demo": DemoSettings(preset, steps, budget_seconds, vocab_size,
@@ -124,7 +128,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     if overwrite or not (vocab_dir / "vocab.txt").is_file():
         _stage(f"vocabulary: training {vocab_size} WordPiece tokens")
         train_vocab(corpus, vocab_size, vocab_dir, overwrite=True,
-                    show_progress=sys.stderr.isatty())
+                    show_progress=progress)
     else:
         _stage(f"vocabulary: reusing {vocab_dir}")
 
@@ -135,7 +139,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
 
         prepare_corpus(corpus, vocab_dir, SEQ_LEN, data_dir, seed=seed,
                        heldout_fraction=HELDOUT_FRACTION, overwrite=True,
-                       show_progress=sys.stderr.isatty())
+                       show_progress=progress)
     else:
         _stage(f"data: reusing {data_dir}")
     train_data = PretrainingDataset(data_dir, "train")
@@ -165,7 +169,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
            "tokens)")
     try:
         summary = pretrain(cfg, data_dir, run_dir, device=device,
-                           show_progress=sys.stderr.isatty())
+                           show_progress=progress)
     except Preempted:  # its advice (--resume) is not the demo's: it always starts afresh
         raise Preempted("stopped by a signal during pre-training; the demo trains from "
                         "scratch: run it again") from None
@@ -178,7 +182,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     trained = build_objective(cfg.model, cfg.objective, special)
     latest = checkpoint.find_latest(run_dir)
     load_model(trained, str(latest / "model.safetensors"))
-    after = evaluate_objective(trained, heldout, show_progress=sys.stderr.isatty())
+    after = evaluate_objective(trained, heldout, show_progress=progress is Progress.BAR)
 
     probes = heldout_probes(run_dir)
     downstream: dict[str, Any] = {"skipped": "not asked for (--no-check)"}

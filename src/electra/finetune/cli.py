@@ -105,7 +105,7 @@ def _add_finetune_flags(p, train: bool) -> None:
                    help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    f"files under OUT/tensorboard/seed<k>/ (needs: {install_hint('plot')})")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "finetune.warmup_fraction=0.06")
 
 
@@ -144,7 +144,7 @@ def _run_finetune(args) -> None:
 
     settings, sources = _finetune_settings(args, train=True)
     extra = read_card_extra(args.card_extra)
-    progress = not args.quiet and show_progress()
+    progress = show_progress(args.quiet)
     if args.task.lower() == GLUE_SUITE:
         from electra.finetune.glue_suite import run_glue
 

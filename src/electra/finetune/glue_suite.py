@@ -11,6 +11,7 @@ from electra.errors import ElectraError
 from electra.finetune.evaluation import primary_key
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
+from electra.progress import Progress
 from electra.settings import Sources
 from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name, glue_score
 
@@ -35,7 +36,7 @@ def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str
 
 def run_glue(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              settings: FinetuneSettings | None = None, names: list[str] | None = None,
-             show_progress: bool = False, sources: Sources | None = None) -> dict:
+             show_progress: bool | Progress = False, sources: Sources | None = None) -> dict:
     out = Path(out_dir)
     per_task = {}
     for name in glue_tasks(data_dir, names):

@@ -32,6 +32,7 @@ from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan, single_task_plan
 from electra.precision import device_and_precision
 from electra.presets import finetune_defaults
+from electra.progress import Progress
 from electra.runtime.metrics_log import require_tensorboard
 from electra.settings import SETTINGS_FILE, Sources, write_run_record, write_settings
 from electra.tasks import Task, get_task
@@ -79,7 +80,8 @@ class SingleTaskJob:
 
 
 def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_dir: str | Path,
-             settings: FinetuneSettings | None = None, show_progress: bool = False,
+             settings: FinetuneSettings | None = None,
+             show_progress: bool | Progress = False,
              task: Task | None = None, teacher: TargetsFactory | None = None,
              extra_info: dict | None = None, sources: Sources | None = None) -> dict:
     """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With

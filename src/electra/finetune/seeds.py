@@ -18,6 +18,7 @@ from electra.finetune.model_io import load_source, save_finetuned
 from electra.finetune.settings import FinetuneSettings
 from electra.finetune.training import TrainPlan, train_model
 from electra.model.card import RunFacts, write_model_card
+from electra.progress import Progress
 from electra.runtime.metrics_log import MetricsLogger
 
 
@@ -104,7 +105,7 @@ class SeedRunner:
     lr: float
     decay: float
     epochs: float
-    show_progress: bool
+    show_progress: bool | Progress
 
     def run(self, job: SeedJob) -> list[dict]:
         keep = KeepBest(self.out, self.model_dir, self.settings.save_all_seeds)

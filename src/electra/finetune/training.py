@@ -16,6 +16,7 @@ from electra.finetune.heads import FinetuneModel
 from electra.finetune.optim import build_optimizer
 from electra.finetune.settings import FinetuneSettings
 from electra.precision import autocast, make_scaler
+from electra.progress import Progress
 from electra.runtime.metrics_log import MetricsLogger
 from electra.runtime.skeleton import LogWindow, StepLoop, Update, batches_forever
 from electra.tasks import Task
@@ -68,7 +69,7 @@ def single_task_plan(task: Task, features: list[dict], settings: FinetuneSetting
 
 
 def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, decay: float,
-                epochs: float, seed: int, device: torch.device, show_progress: bool,
+                epochs: float, seed: int, device: torch.device, show_progress: bool | Progress,
                 logger: MetricsLogger) -> tuple[float, int]:
     """Train in place, logging the mean loss (and accuracy) of every `log_every` steps; returns
     the last running loss and the number of steps. On SIGTERM or SIGUSR1 the current step is
@@ -103,7 +104,7 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
             post = {"loss": f"{running:.4f}"} if running is not None else {}
             if seen:
                 post["acc"] = f"{correct / seen:.3f}"
-            step = loop.end_step(post if show_progress else None)
+            step = loop.end_step(post)
             if loop.due(settings.log_every):
                 record = {"step": step, "epoch": step / plan.steps_per_epoch,
                           **_train_record(*window.flush()[:2]), "lr": step_lr}
@@ -111,6 +112,7 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
                     record["skipped_overflow"] = loop.overflows
                     record["loss_scale"] = update.scaler.get_scale()
                 logger.log(record)
+                loop.report(post)
             if loop.stopping:
                 loop.preempt(f" ({plan.name}, seed {seed}); fine-tuning keeps no checkpoints: "
                              "run the same command again to start over")

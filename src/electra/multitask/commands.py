@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from electra.cli_support import add_device_flag, add_precision_flags, per_size
+from electra.cli_support import add_device_flag, add_precision_flags, per_size, show_progress
 from electra.errors import ElectraError
 from electra.presets import SIZES, multitask_defaults
 from electra.settings import add_settings_flags
@@ -63,7 +63,7 @@ def add_parsers(sub) -> None:
     add_device_flag(p, default=None)
     p.add_argument("--save-all-seeds", action="store_true")
     p.add_argument("--log-every", type=int, help="default 10")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "multitask.sampling_exponent=1.0")
     p.set_defaults(func=run_command)
 
@@ -98,11 +98,9 @@ def run_command(args) -> None:
     teachers = [t for t in (args.teachers or "").split(",") if t]
     single = SingleOverrides(lr=args.single_lr, epochs=args.single_epochs,
                              batch_size=args.single_batch_size)
-    import sys
-
     res = run_strategy(args.model, [t for t in args.tasks.split(",") if t], args.data, args.out,
                        args.strategy, settings, teachers, single,
-                       not args.quiet and sys.stderr.isatty(), sources)
+                       show_progress(args.quiet), sources)
     if baselines:
         from electra.multitask.significance import add_significance
 

@@ -29,6 +29,7 @@ from electra.multitask.train import (
     run_multitask,
 )
 from electra.precision import device_and_precision
+from electra.progress import Progress
 from electra.settings import Sources
 from electra.tasks.glue import task_summary
 from electra.tokenizer import load_tokenizer
@@ -71,7 +72,8 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
                  out_dir: str | Path, strategy: str = "multi",
                  settings: MultitaskSettings | None = None,
                  teachers: list[str | Path] | None = None,
-                 single: SingleOverrides | None = None, show_progress: bool = False,
+                 single: SingleOverrides | None = None,
+                 show_progress: bool | Progress = False,
                  sources: Sources | None = None) -> dict:
     """Run every stage of `strategy`; returns the last stage's results. `sources`: where each
     setting came from, for the multi-task stages' OUT/run.json."""
@@ -114,7 +116,7 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
 
 def _single_stage(model_dir, names: list[str], data_dir: Path, out: Path,
                   settings: FinetuneSettings, teachers: list, annealing: distill.Annealing,
-                  show_progress: bool, info: dict) -> dict:
+                  show_progress: bool | Progress, info: dict) -> dict:
     """One `finetune` run per task (distilled from its teacher when there is one), and
     OUT/results.json summarising them like a multi-task run's."""
     vocab = load_tokenizer(model_dir).get_vocab()

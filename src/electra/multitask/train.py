@@ -41,6 +41,7 @@ from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixtur
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
 from electra.precision import device_and_precision
 from electra.presets import multitask_defaults
+from electra.progress import Progress
 from electra.settings import SETTINGS_FILE, Sources, write_run_record, write_settings
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
@@ -129,7 +130,8 @@ def read_task_data(task: Task, folder: Path, settings: FinetuneSettings
 
 def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | Path,
                   out_dir: str | Path, settings: MultitaskSettings | None = None,
-                  teachers: list[str | Path] | None = None, show_progress: bool = False,
+                  teachers: list[str | Path] | None = None,
+                  show_progress: bool | Progress = False,
                   extra_info: dict | None = None, sources: Sources | None = None) -> dict:
     """Train `settings.seeds` multi-task models; write and return OUT/results.json. Nothing is
     written under OUT until every task's data and every teacher have been checked. `sources`:

@@ -90,7 +90,7 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    f"files under OUT/tensorboard/ (needs: {install_hint('plot')})")
     add_device_flag(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the "
                    "model card (README.md) of each OUT/final/ folder")
     p.set_defaults(func=_run_pretrain)
@@ -176,7 +176,7 @@ def _run_pretrain(args) -> None:
     cfg, sources, source = build_pretrain_config(args)
     extra = read_card_extra(args.card_extra)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
-                       show_progress=not args.quiet and show_progress(),
+                       show_progress=show_progress(args.quiet),
                        tensorboard=args.tensorboard, init=source, sources=sources,
                        notes=default_preset_note(sources) if source is None else [])
     if summary.get("final"):  # the main process's: it wrote the cards

@@ -39,6 +39,7 @@ from electra.pretrain.checkpoint_export import (
 from electra.pretrain.heldout import HeldoutProbe
 from electra.pretrain.init_from import InitSource, check_vocabulary, load_weights
 from electra.pretrain.step import WholeStep
+from electra.progress import Progress
 from electra.runtime import checkpoint
 from electra.runtime.distributed import (
     DistInfo,
@@ -113,7 +114,8 @@ def saved_precision(out: Path) -> str | None:
 
 
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
-             resume: bool | str = False, device: str = "auto", show_progress: bool = True,
+             resume: bool | str = False, device: str = "auto",
+             show_progress: bool | Progress = True,
              tensorboard: bool = False, init: InitSource | None = None,
              sources: Sources | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
@@ -121,7 +123,8 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     `init`: start from these weights (`electra.pretrain.init_from`; `cfg.model` must already be
     the checkpoint's, see `adopt_checkpoint`) instead of random ones. `sources`: where each
     setting came from (`electra.settings.resolve`), for OUT/run.json. `notes`: lines printed on
-    stderr once every check has passed.
+    stderr once every check has passed. `show_progress`: a `Progress` (`electra.progress`;
+    True: the bar, False: nothing), on the main process only.
 
     `resume`: False, OUT must not hold a run; True, it must, and the run continues from its
     latest checkpoint; "auto", it continues where OUT holds a run and starts otherwise.
@@ -181,7 +184,7 @@ class _Run:
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-              show_progress: bool, tensorboard: bool = False,
+              show_progress: bool | Progress, tensorboard: bool = False,
               init: InitSource | None = None, started: float | None = None,
               sources: Sources | None = None, notes: Sequence[str] = (),
               asked: bool | str = False) -> dict[str, Any]:
@@ -334,7 +337,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     return run
 
 
-def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str, Any]:
+def _train_steps(run: _Run, show_progress: bool | Progress, tensorboard: bool) -> dict[str, Any]:
     """Train from `run.step` to `train.steps`: log, probe and checkpoint on their cadences;
     on a time budget, plan and re-plan the steps (`_follow_budget`)."""
     tc, info, objective, budget = run.cfg.train, run.info, run.objective, run.budget
@@ -358,7 +361,8 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
     last_record: dict[str, Any] = {}
     start_time = time.perf_counter()
     run.model.train()
-    with logger, StepLoop(tc.steps, run.step, "pretrain", show_progress and info.is_main, info,
+    with logger, StepLoop(tc.steps, run.step, "pretrain",
+                          show_progress if info.is_main else Progress.OFF, info,
                           nonfinite_hint=hint, skip_nonfinite=tc.skip_nonfinite) as loop:
         loop.skipped, loop.overflows = run.skipped, run.overflows
         while loop.running:
@@ -390,7 +394,7 @@ def _train_steps(run: _Run, show_progress: bool, tensorboard: bool) -> dict[str,
                         budget.write_heartbeat(run.out)
                 logger.log(record)
                 if info.is_main:
-                    loop.set_postfix({k: f"{record[k]:.3f}" for k in
+                    loop.report({k: f"{record[k]:.3f}" for k in
                                       ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
                 last_record = record
             if probe is not None and probe.due(step, tc.steps):

@@ -1,7 +1,8 @@
 """The skeleton every training loop shares: pre-training, fine-tuning (single- and multi-task)
 and CVT differ in what a step computes, not in how a step is driven.
 
-`StepLoop` owns what surrounds a step: the progress bar (on a terminal only), the stop signals
+`StepLoop` owns what surrounds a step: the progress (`electra.progress`: a bar on a terminal,
+a plain line per log interval elsewhere, or nothing), the stop signals
 (SIGTERM/SIGUSR1 finish the step; the caller checkpoints if it can and `preempt` raises
 `Preempted`, which the CLI turns into exit status 75), the optimizer update (gradient clipping,
 the non-finite guard, the optimizer and schedule steps) and the cadence of log lines and
@@ -13,7 +14,7 @@ checkpoints. `LogWindow` sums a step's values between two log lines. A loop read
             finite = loop.update(update, loss)
             window.end_step(keep=finite)
             loop.end_step()
-            if loop.due(log_every): logger.log(...)
+            if loop.due(log_every): logger.log(record); loop.report({"loss": ...})
             if loop.due(save_every) or loop.stopping: ...checkpoint...
             if loop.stopping: loop.preempt("; checkpoint ... written; continue with --resume")
 """
@@ -25,12 +26,12 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
-from tqdm import tqdm
 
 from electra.errors import ElectraError, Preempted
+from electra.progress import Progress, StepProgress
 from electra.runtime.distributed import DistInfo, all_reduce_max, all_reduce_sum
 from electra.runtime.preempt import StopSignals
 
@@ -69,10 +70,11 @@ class StepLoop:
     """Drives `total` steps from `start`: see the module docstring. Under torchrun (`dist`),
     the non-finite and stop decisions are all-reduced so that every rank takes them together.
     `nonfinite_hint` ends the error of a non-finite step (what the user can do about it);
-    `skip_nonfinite` is the `Update`'s, for the updates skipped on the device (`settle`)."""
+    `skip_nonfinite` is the `Update`'s, for the updates skipped on the device (`settle`).
+    `show_progress`: a `Progress` (or its name), True for the bar, False for nothing."""
 
     def __init__(self, total: int, start: int = 0, desc: str = "train",
-                 show_progress: bool = False, dist: DistInfo | None = None,
+                 show_progress: bool | str | Progress = False, dist: DistInfo | None = None,
                  nonfinite_hint: Callable[[], str] = lambda: "",
                  skip_nonfinite: bool = False) -> None:
         self.total = total
@@ -91,15 +93,14 @@ class StepLoop:
         self._unsettled_since = _NONE_YET
         self._stop = False
         self._signals = StopSignals()
-        self._bar = tqdm(total=total, initial=start, desc=desc, unit="step",
-                         disable=not show_progress, dynamic_ncols=True)
+        self._progress = StepProgress(show_progress, total, start, desc)
 
     def __enter__(self) -> StepLoop:
         self._signals.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._bar.close()
+        self._progress.close()
         self._signals.__exit__(*exc)
 
     @property
@@ -239,30 +240,31 @@ class StepLoop:
         bad_any, stop_any = all_reduce_max(flags, self.dist).tolist()
         return not bad_any, bool(stop_any)
 
-    def end_step(self, postfix: dict[str, str] | None = None) -> int:
-        """Count the step done; returns the number of steps done."""
+    def end_step(self, postfix: dict[str, Any] | None = None) -> int:
+        """Count the step done; returns the number of steps done. `postfix`: what the bar
+        shows beside it (values the loop holds on the host anyway)."""
         self.step += 1
-        if postfix is not None:
-            self._bar.set_postfix(postfix, refresh=False)
-        self._bar.update(1)
+        self._progress.advance(postfix)
         return self.step
 
     def set_total(self, total: int) -> None:
         """A new number of steps (a time budget's plan)."""
         self.total = total
-        self._bar.total = total
-        self._bar.refresh()
+        self._progress.set_total(total)
 
     def due(self, every: int) -> bool:
         """Every `every` steps, and at the last step."""
         return bool(every) and (self.step % every == 0 or self.step == self.total)
 
-    def set_postfix(self, postfix: dict[str, str]) -> None:
-        self._bar.set_postfix(postfix)
+    def report(self, values: dict[str, Any]) -> None:
+        """At a log point, the numbers just logged (host values: nothing is read from the
+        device here): the bar's postfix on a terminal, one flushed line where there is none
+        (step and total, `values`, steps/s, elapsed time, ETA)."""
+        self._progress.report(values)
 
     def preempt(self, what: str = "") -> NoReturn:
         """Stop for a signal: `what` says what was saved and how to continue."""
-        self._bar.close()
+        self._progress.close()
         raise Preempted(f"stopped by {self._signals.name or 'a stop signal'} after step "
                         f"{self.step} of {self.total}{what}")
 

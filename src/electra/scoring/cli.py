@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from electra.cli_support import LazyNames, add_device_flag, show_progress
+from electra.progress import Progress
 
 
 def add_parsers(sub) -> None:
@@ -69,7 +70,7 @@ def _run_score(args) -> None:
     from electra.scoring.commands import score_file
 
     print(json.dumps(score_file(_scorer_options(args), args.input, args.out, args.text_field,
-                                args.per_token, not args.quiet and show_progress())))
+                                args.per_token, _bar(args))))
 
 
 def _add_minimal_pairs(sub) -> None:
@@ -89,7 +90,7 @@ def _run_minimal_pairs(args) -> None:
     from electra.scoring.commands import minimal_pairs_file
 
     print(json.dumps(minimal_pairs_file(_scorer_options(args), args.data, args.limit, args.out,
-                                        not args.quiet and show_progress()), indent=2))
+                                        _bar(args)), indent=2))
 
 
 def _add_rerank(sub) -> None:
@@ -110,4 +111,9 @@ def _run_rerank(args) -> None:
     from electra.scoring.commands import rerank_files
 
     print(json.dumps(rerank_files(_scorer_options(args), args.nbest, args.dev, args.lam,
-                                  args.out, not args.quiet and show_progress()), indent=2))
+                                  args.out, _bar(args)), indent=2))
+
+
+def _bar(args) -> bool:
+    """Scoring's progress: a bar on a terminal, nothing elsewhere (no lines yet)."""
+    return show_progress(args.quiet) is Progress.BAR
