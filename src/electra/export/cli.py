@@ -1,8 +1,11 @@
 """`electra export`: a model directory as ONNX (checked with ONNX Runtime), or one task of a
 multi-task model as its own `transformers` directory. Directories electra writes already load
-in `transformers` as they are (docs/interoperability.md)."""
+in `transformers` as they are (docs/interoperability.md). `run_export` is the command's body,
+which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 def add_parsers(sub) -> None:
@@ -27,7 +30,23 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_run)
 
 
+@dataclass(frozen=True)
+class ExportResult:
+    """What `electra export` wrote: the directory and its kind ("onnx" or "hf"); for ONNX,
+    its export.json report (inputs, outputs, differences from PyTorch)."""
+
+    out: str
+    kind: str
+    report: dict | None = None
+
+
 def _run(args) -> None:
+    result = run_export(args)
+    if result.kind == "hf":
+        print(result.out)
+
+
+def run_export(args) -> ExportResult:
     from electra.errors import ElectraError
 
     if args.int8 and not args.onnx:
@@ -35,9 +54,10 @@ def _run(args) -> None:
     if args.onnx:
         from electra.export.onnx import export_onnx
 
-        export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                    overwrite=args.overwrite)
-        return
+        report = export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
+                             overwrite=args.overwrite)
+        return ExportResult(str(args.onnx), "onnx", report)
     from electra.export.serving import write_task_dir
 
-    print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite))
+    return ExportResult(str(write_task_dir(args.model, args.task, args.hf,
+                                           overwrite=args.overwrite)), "hf")
