@@ -12,12 +12,12 @@ import types
 
 from electra.version import __version__
 
-COMMANDS = ("train_vocab", "prepare", "pretrain", "finetune", "export", "score")
-__all__ = ["__version__", *COMMANDS]
+_FUNCTIONS = ("train_vocab", "prepare", "pretrain", "finetune", "export", "score")
+__all__ = ["__version__", *_FUNCTIONS]
 
 
 def __getattr__(name: str):
-    if name in COMMANDS:
+    if name in _FUNCTIONS:
         from electra import api
 
         return getattr(api, name)
@@ -25,7 +25,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *COMMANDS})
+    return sorted({*globals(), *_FUNCTIONS})
 
 
 class _Package(types.ModuleType):
@@ -36,7 +36,7 @@ class _Package(types.ModuleType):
     reaches the package's modules as before."""
 
     def __setattr__(self, name: str, value) -> None:
-        if name in COMMANDS and isinstance(value, types.ModuleType):
+        if name in _FUNCTIONS and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 
