@@ -83,7 +83,8 @@ class Command:
         for dest, value in self.parser._defaults.items():  # set_defaults: the CLI's func
             setattr(args, dest, value)
         for name, value in kwargs.items():
-            setattr(args, name, _value(self.name, arguments[name], value))
+            if value is not None:  # None: not given, the default
+                setattr(args, name, _value(self.name, arguments[name], value))
         given = {name for name, value in kwargs.items()
                  if value is not None and value is not False}
         missing = [_describe(a) for dest, a in arguments.items()
@@ -120,8 +121,6 @@ def _describe(action: argparse.Action) -> str:
 
 def _value(command: str, action: argparse.Action, value: Any) -> Any:
     """A keyword argument's value as parse_args would store it."""
-    if value is None:
-        return None
     if isinstance(action, argparse._AppendAction):  # --set SECTION.KEY=VALUE, repeatable
         if isinstance(value, Mapping):
             return [f"{key}={json.dumps(item)}" for key, item in value.items()]
