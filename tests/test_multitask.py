@@ -364,7 +364,7 @@ def test_teacher_predictions_are_cached_and_reused(tiny_model: Path, glue_like: 
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert res["teachers"] == {"RTE": str(rte_teacher), "CoLA": None}
 
-    import electra.finetune.predict as inference
+    from electra.finetune import predict as inference
 
     def no_teacher_runs(*args, **kwargs):
         raise AssertionError("the teacher ran again")

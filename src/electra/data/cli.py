@@ -1,10 +1,12 @@
 """The data commands, `electra vocab` and `electra prepare`. Each parses its flags and calls one
 library function (imported when it runs, so that building the parser stays torch-free; see
-`electra.cli_support`)."""
+`electra.cli_support`). `run_vocab` and `run_prepare` are the commands' bodies, which the CLI
+and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from electra.cli_support import LazyNames, show_progress
 from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
@@ -44,6 +46,13 @@ def _add_vocab(sub) -> None:
     p.set_defaults(func=_run_vocab)
 
 
+@dataclass(frozen=True)
+class VocabResult:
+    """What `electra vocab` wrote: the tokenizer directory."""
+
+    out: str
+
+
 def _vocab_kinds() -> tuple[str, ...]:
     from electra.data.vocab import KINDS
 
@@ -51,6 +60,10 @@ def _vocab_kinds() -> tuple[str, ...]:
 
 
 def _run_vocab(args) -> None:
+    print(f"vocabulary written to {run_vocab(args).out}")
+
+
+def run_vocab(args) -> VocabResult:
     from electra.data.vocab import train_vocab, vocab_from_file
 
     if args.from_vocab:
@@ -65,7 +78,7 @@ def _run_vocab(args) -> None:
         out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
                           text_field=args.text_field, overwrite=args.overwrite,
                           show_progress=show_progress(args.quiet), kind=args.kind)
-    print(f"vocabulary written to {out}")
+    return VocabResult(str(out))
 
 
 def _add_prepare(sub) -> None:
@@ -110,20 +123,39 @@ def _add_prepare(sub) -> None:
     p.set_defaults(func=_run_prepare)
 
 
+@dataclass(frozen=True)
+class PrepareResult:
+    """What `electra prepare` wrote: the directory and each split's size (`splits`: name ->
+    num_examples, num_tokens); with --verify, the check's report (`verified`) instead.
+    `summary` is what the command prints."""
+
+    out: str | None
+    splits: dict
+    verified: dict | None = None
+
+    @property
+    def summary(self) -> dict:
+        if self.verified is not None:
+            return self.verified
+        return {"out": self.out, "splits": self.splits}
+
+
 def _run_prepare(args) -> None:
+    print(json.dumps(run_prepare(args).summary))
+
+
+def run_prepare(args) -> PrepareResult:
     if args.verify:
         from electra.data.dataset import verify_data
 
-        print(json.dumps(verify_data(args.verify)))
-        return
+        return PrepareResult(None, {}, verify_data(args.verify))
     if args.merge:
         from electra.data.merge import merge_parts
 
         if not args.out:
             raise ElectraError("--merge: give --out")
         manifest = merge_parts(args.merge, args.out, overwrite=args.overwrite)
-        print(json.dumps({"out": args.out, "splits": _split_sizes(manifest)}))
-        return
+        return PrepareResult(args.out, _split_sizes(manifest))
     missing = [flag for flag, value in (("--corpus", args.corpus), ("--tokenizer", args.tokenizer),
                                         ("--out", args.out)) if not value]
     if missing:
@@ -137,7 +169,7 @@ def _run_prepare(args) -> None:
                               overwrite=args.overwrite,
                               show_progress=show_progress(args.quiet), workers=args.workers,
                               num_parts=args.num_shards, part_index=args.shard_index)
-    print(json.dumps({"out": args.out, "splits": _split_sizes(manifest)}))
+    return PrepareResult(args.out, _split_sizes(manifest))
 
 
 def _split_sizes(manifest: dict) -> dict:

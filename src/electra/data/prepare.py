@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from electra import __version__
 from electra.data.corpus import Document, corpus_files, iter_documents, split_sentences
 from electra.data.packing import document_seed, pack_document
 from electra.data.split import (
@@ -47,6 +46,7 @@ from electra.fileutil import reported_write_failures, sha256_file, space_advice,
 from electra.presets import PRESETS
 from electra.progress import CountProgress, Progress
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenizer_info, vocab_checksum
+from electra.version import __version__
 
 FORMAT = "electra-pretraining-shards"
 FORMAT_VERSION = 1

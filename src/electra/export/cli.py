@@ -1,8 +1,11 @@
 """`electra export`: a model directory as ONNX (checked with ONNX Runtime), or one task of a
 multi-task model as its own `transformers` directory. Directories electra writes already load
-in `transformers` as they are (docs/interoperability.md)."""
+in `transformers` as they are (docs/interoperability.md). `run_export` is the command's body,
+which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 def add_parsers(sub) -> None:
@@ -36,7 +39,23 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_run)
 
 
+@dataclass(frozen=True)
+class ExportResult:
+    """What `electra export` wrote: the directory and its kind ("onnx" or "hf"); for ONNX,
+    its export.json report (inputs, outputs, differences from PyTorch)."""
+
+    out: str
+    kind: str
+    report: dict | None = None
+
+
 def _run(args) -> None:
+    result = run_export(args)
+    if result.kind == "hf":
+        print(result.out)
+
+
+def run_export(args) -> ExportResult:
     from electra.errors import ElectraError
     from electra.model.card import read_card_extra
 
@@ -53,19 +72,19 @@ def _run(args) -> None:
     if args.step is not None or is_checkpoint(args.model):
         checkpoint = checkpoint_dir(args.model, args.step)
         if not args.onnx:
-            print(export_checkpoint(checkpoint, args.hf, overwrite=args.overwrite,
-                                    card_extra=extra))
-            return
+            return ExportResult(str(export_checkpoint(checkpoint, args.hf,
+                                                      overwrite=args.overwrite,
+                                                      card_extra=extra)), "hf")
         args.model = str(main_network_dir(checkpoint))
     elif not (args.onnx or args.hf):
         raise ElectraError("give --onnx OUT or --hf OUT (or a pre-training checkpoint as MODEL)")
     if args.onnx:
         from electra.export.onnx import export_onnx
 
-        export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                    overwrite=args.overwrite, card_extra=extra)
-        return
+        report = export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
+                             overwrite=args.overwrite, card_extra=extra)
+        return ExportResult(str(args.onnx), "onnx", report)
     from electra.export.serving import write_task_dir
 
-    print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite,
-                         card_extra=extra))
+    return ExportResult(str(write_task_dir(args.model, args.task, args.hf,
+                                           overwrite=args.overwrite, card_extra=extra)), "hf")

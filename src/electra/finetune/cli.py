@@ -1,10 +1,12 @@
 """The fine-tuning commands: `electra finetune`, `evaluate` and `predict` (see
 docs/finetuning.md). Each parses its flags and calls one library function, imported when it runs
-so that building the parser stays torch-free (`electra.cli_support`)."""
+so that building the parser stays torch-free (`electra.cli_support`). `run_finetune` is the
+command's body, which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from electra.cli_support import (
     LazyHelpStore,
@@ -135,7 +137,35 @@ def _user_options(args) -> dict:
             "label_type": args.label_type}
 
 
+@dataclass(frozen=True)
+class FinetuneResult:
+    """What `electra finetune` wrote: OUT, its results.json (`results`: the file's content,
+    `results_file`: its path), the best seed's model directory (`model`; None for `--task
+    glue`, whose tasks each have theirs under OUT/TASK/), and `summary`, which the command
+    prints."""
+
+    out: str
+    task: str
+    results: dict
+    results_file: str
+    model: str | None
+    summary: dict
+
+    @property
+    def median(self) -> dict:
+        """Each metric's median over the seeds; for `--task glue`, each task's primary one."""
+        return self.summary["median"] if self.model is not None else self.summary["tasks"]
+
+    @property
+    def glue_score(self) -> float | None:
+        return self.summary.get("glue_score")
+
+
 def _run_finetune(args) -> None:
+    print(json.dumps(run_finetune(args).summary))
+
+
+def run_finetune(args) -> FinetuneResult:
     from electra.finetune.run import finetune
     from electra.model.card import add_card_extra, read_card_extra
     from electra.tasks import get_task
@@ -151,9 +181,10 @@ def _run_finetune(args) -> None:
         names = args.glue_tasks.split(",") if args.glue_tasks else None
         res = run_glue(args.model, args.data, args.out, settings, names, progress, sources)
         add_card_extra(args.out, extra)
-        print(json.dumps({"glue_score": res["glue_score"],
-                          "tasks": {k: v["median"] for k, v in res["tasks"].items()}}))
-        return
+        return FinetuneResult(
+            args.out, GLUE_SUITE, res, f"{args.out}/results.json", None,
+            {"glue_score": res["glue_score"],
+             "tasks": {k: v["median"] for k, v in res["tasks"].items()}})
     options = _user_options(args) if args.task.lower() == "user" else {}
     if args.task.lower() in SQUAD_VERSIONS:
         options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
@@ -161,8 +192,10 @@ def _run_finetune(args) -> None:
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
                    sources=sources)
     add_card_extra(args.out, extra)
-    print(json.dumps({"task": res["task"], "median": res["median"],
-                      "results": f"{args.out}/results.json"}))
+    return FinetuneResult(args.out, res["task"], res, f"{args.out}/results.json",
+                          res["best_model"],
+                          {"task": res["task"], "median": res["median"],
+                           "results": f"{args.out}/results.json"})
 
 
 def _run_evaluate(args) -> None:

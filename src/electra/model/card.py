@@ -534,6 +534,6 @@ class Card:
     def framework(self) -> str:
         import torch
 
-        from electra import __version__
+        from electra.version import __version__
 
         return f"Framework: electra {__version__}, PyTorch {torch.__version__}."

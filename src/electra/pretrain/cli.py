@@ -1,10 +1,12 @@
 """The pre-training commands, `electra pretrain` and `electra flops`. Each parses its flags and
 calls one library function (imported when it runs, so that building the parser stays
-torch-free; see `electra.cli_support`)."""
+torch-free; see `electra.cli_support`). `run_pretrain` is the command's body, which the CLI and
+the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from electra.cli_support import add_device_flag, add_precision_flags, show_progress
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
@@ -169,7 +171,34 @@ def default_preset_note(sources) -> list[str]:
             "presets)"]
 
 
+@dataclass(frozen=True)
+class PretrainResult:
+    """What `electra pretrain` made: OUT, the exported networks (`final`: name -> directory;
+    empty on the processes of a multi-process run other than the first), the steps and
+    training FLOPs of the run, and `summary`, which the command prints."""
+
+    out: str
+    final: dict[str, str]
+    steps: int
+    flops: float
+    summary: dict
+
+    @property
+    def discriminator(self) -> str | None:
+        return self.final.get("discriminator")
+
+    @property
+    def generator(self) -> str | None:
+        return self.final.get("generator")
+
+
 def _run_pretrain(args) -> None:
+    result = run_pretrain(args)
+    if result.final:
+        print(json.dumps(result.summary, indent=2))
+
+
+def run_pretrain(args) -> PretrainResult:
     from electra.model.card import add_card_extra, read_card_extra
     from electra.pretrain.loop import pretrain
 
@@ -181,7 +210,8 @@ def _run_pretrain(args) -> None:
                        notes=default_preset_note(sources) if source is None else [])
     if summary.get("final"):  # the main process's: it wrote the cards
         add_card_extra(f"{args.out}/final", extra)
-        print(json.dumps(summary, indent=2))
+    return PretrainResult(summary["out"], dict(summary.get("final") or {}), summary["steps"],
+                          summary["flops"], summary)
 
 
 def _add_flops(sub) -> None:

@@ -1,10 +1,12 @@
 """The scoring commands: `electra score`, `minimal-pairs` and `rerank` (see docs/scoring.md).
 Flags only: each calls its library function in `electra.scoring.commands`, imported when it runs
-so that building the parser stays torch-free (`electra.cli_support`)."""
+so that building the parser stays torch-free (`electra.cli_support`). `run_score` is `score`'s
+body, which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from electra.cli_support import LazyNames, add_device_flag, show_progress
 from electra.progress import Progress
@@ -66,11 +68,27 @@ def _add_score(sub) -> None:
     p.set_defaults(func=_run_score)
 
 
+@dataclass(frozen=True)
+class ScoreResult:
+    """What `electra score` wrote: the JSON lines file, how many texts, the scorer, and
+    `summary`, which the command prints (truncated texts, seconds)."""
+
+    out: str
+    texts: int
+    scorer: str
+    summary: dict
+
+
 def _run_score(args) -> None:
+    print(json.dumps(run_score(args).summary))
+
+
+def run_score(args) -> ScoreResult:
     from electra.scoring.commands import score_file
 
-    print(json.dumps(score_file(_scorer_options(args), args.input, args.out, args.text_field,
-                                args.per_token, _bar(args))))
+    summary = score_file(_scorer_options(args), args.input, args.out, args.text_field,
+                         args.per_token, _bar(args))
+    return ScoreResult(summary["out"], summary["texts"], summary["scorer"], summary)
 
 
 def _add_minimal_pairs(sub) -> None:
