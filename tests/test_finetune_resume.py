@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from test_finetune_e2e import SHARED_DATA, _user_data
 from test_multitask import make_glue_like
 from test_train import one_error_line, without_notes
@@ -245,6 +246,29 @@ def test_a_rerun_with_other_settings_is_refused(tiny_model: Path, user_data: Pat
     line = one_error_line(capsys.readouterr().err, "finetune")
     assert "holds a fine-tuning run with other settings (settings.lr: " in line
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_the_model_counts_by_content_not_by_path(tiny_model: Path, user_data: Path,
+                                                 tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """New weights in the same directory (a demo pre-trains anew into the same path) are
+    refused; the same weights moved elsewhere are the same run."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    out = tmp_path / "out"
+    assert main(finetune_argv(model, user_data, out, "--seeds", "1")) == 0
+    before = (out / "results.json").read_text()
+    moved = tmp_path / "moved"
+    model.rename(moved)
+    monkeypatch.setattr(seeds_mod, "train_model", None)  # nothing may train
+    assert main(finetune_argv(moved, user_data, out, "--seeds", "1")) == 0
+    after = json.loads((out / "results.json").read_text())
+    assert after["seeds"] == json.loads(before)["seeds"] and after["model"] == str(moved)
+    state = load_file(moved / "model.safetensors")
+    save_file({k: v + 1 for k, v in state.items()}, moved / "model.safetensors")
+    capsys.readouterr()
+    assert main(finetune_argv(moved, user_data, out, "--seeds", "1")) == 1
+    assert "(model.model.safetensors: '" in one_error_line(capsys.readouterr().err, "finetune")
 
 
 def test_keep_best_rebuilds_the_best_of_the_finished_seeds(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import ElectraError
-from electra.fileutil import write_atomic
+from electra.fileutil import sha256_file, write_atomic
 from electra.runtime import checkpoint
 
 SEED_RECORD = "seed.json"
@@ -27,7 +27,7 @@ KEEP_CHECKPOINTS = 1  # per seed: a checkpoint holds the model and AdamW's two m
 
 def fingerprint(settings: Mapping[str, Any], **identity: Any) -> dict[str, Any]:
     """What a seed's result depends on, as JSON reads it back: the resolved settings (less
-    `FREE_SETTINGS`) and `identity` (model, data, tasks)."""
+    `FREE_SETTINGS`) and `identity` (the model's `model_digest`, the data, the tasks)."""
     kept = {k: v for k, v in settings.items() if k not in FREE_SETTINGS}
     return json.loads(json.dumps({"settings": kept, **identity}, sort_keys=True))
 
@@ -36,15 +36,36 @@ def seed_dir(out: Path, seed: int) -> Path:
     return out / f"seed{seed}"
 
 
+def _seed_dirs(out: Path) -> list[Path]:
+    return sorted(p for p in out.glob("seed[0-9]*") if p.is_dir())
+
+
+def model_digest(model_dir: str | Path) -> dict[str, str]:
+    """The sha256 of a model directory's config, weights and vocabulary: a run continues only
+    from the same weights, wherever they lie (a demo pre-trains anew into the same path)."""
+    d = Path(model_dir)
+    names = ("config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
+             "vocab.txt")
+    return {name: sha256_file(d / name) for name in names if (d / name).is_file()}
+
+
 def check_same_run(out: Path, run: dict[str, Any]) -> None:
     """Refuse (before anything is written) when OUT holds progress of another configuration:
     a finished seed's record or a checkpoint whose fingerprint differs from `run`."""
-    for path in sorted(p for p in out.glob("seed*") if p.is_dir()):
+    for path in _seed_dirs(out):
         saved = _saved_fingerprint(path)
         if saved is not None and saved != run:
             raise ElectraError(f"{out} holds a fine-tuning run with other settings "
                                f"({_first_difference(saved, run)} differs, in {path.name}); "
                                "rerun it with the same command or choose another --out")
+
+
+def discard_progress(out: Path) -> None:
+    """Make OUT start over: its seed records and checkpoints deleted (for callers that replace
+    a finished run of another configuration on purpose)."""
+    for path in _seed_dirs(out):
+        (path / SEED_RECORD).unlink(missing_ok=True)
+        shutil.rmtree(checkpoint.checkpoint_root(path), ignore_errors=True)
 
 
 def _saved_fingerprint(path: Path) -> dict[str, Any] | None:
