@@ -184,6 +184,32 @@ def test_a_crash_after_a_periodic_checkpoint_continues_from_it(
     assert_same_run(out, reference)
 
 
+def test_a_crash_after_the_evaluation_continues_from_the_last_steps_checkpoint(
+        tiny_model: Path, user_data: Path, reference: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 2 trained, evaluated and logged its scores, then died before it was recorded: the
+    rerun takes its last step's checkpoint, trains nothing, evaluates again and logs the scores
+    once."""
+    real_offer = seeds_mod.KeepBest.offer
+
+    def offer(self, model, seed, *args):
+        if seed == 2:
+            raise Crash
+        return real_offer(self, model, seed, *args)
+
+    out = tmp_path / "out"
+    argv = finetune_argv(tiny_model, user_data, out, "--save-every", "5")
+    with monkeypatch.context() as mp:
+        mp.setattr(seeds_mod.KeepBest, "offer", offer)
+        with pytest.raises(Crash):
+            main(argv)
+    last = f"step_{STEPS_PER_SEED:08d}"
+    assert (out / "seed2" / "checkpoints" / "latest").read_text().strip() == last
+    assert "dev_accuracy" in (out / "seed2" / "metrics.jsonl").read_text().splitlines()[-1]
+    assert main(argv) == 0
+    assert_same_run(out, reference)
+
+
 @pytest.mark.slow
 def test_kill_9_during_the_second_seed_then_the_same_command(
         tiny_model: Path, user_data: Path, reference: Path, tmp_path: Path) -> None:
@@ -416,6 +442,21 @@ def test_grad_accum_must_divide_the_batch(tiny_model: Path, user_data: Path, tmp
 
 
 # --- multitask shares the loop ----------------------------------------------------------------
+
+
+def test_multitask_flags_reach_every_stage(tiny_model: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture) -> None:
+    """--grad-accum is checked against the multi-task batch and a Single stage's (32) before
+    anything is read or written."""
+    argv = ["multitask", "--model", str(tiny_model), "--tasks", "RTE", "--data",
+            str(tmp_path / "none"), "--out", str(tmp_path / "o"), "--save-every", "0"]
+    assert main([*argv, "--batch-size", "16", "--grad-accum", "3"]) == 1
+    assert "--batch-size (16) must be divisible by --grad-accum (3)" in one_error_line(
+        capsys.readouterr().err, "multitask")
+    assert main([*argv, "--grad-accum", "64", "--strategy", "single-multi"]) == 1
+    assert "--batch-size (32) must be divisible by --grad-accum (64)" in one_error_line(
+        capsys.readouterr().err, "multitask")
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.fixture(scope="module")
