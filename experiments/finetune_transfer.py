@@ -45,6 +45,7 @@ from electra.fileutil import sha256_file, write_atomic
 from electra.finetune.baseline import CONFIG_FILES, random_init
 from electra.finetune.evaluation import primary_key
 from electra.finetune.model_io import check_model_dir
+from electra.finetune.resume import discard_progress
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
 from electra.tasks import get_task
@@ -130,7 +131,9 @@ def _finetune_job(model_dir: Path, task: str, glue: Path, out: Path,
         print(f"==> {task}: {out.parent.name}: seeds {first}-{last} in {block}",
               file=sys.stderr, flush=True)
         start = time.perf_counter()
-        (block / "job.json").unlink(missing_ok=True)  # no stale record beside new results
+        if (block / "job.json").is_file():  # a finished run of another job, replaced
+            discard_progress(block)
+            (block / "job.json").unlink()  # no stale record beside new results
         res = finetune(model_dir, task, glue, block, part, show_progress=progress)
         seconds = round(time.perf_counter() - start, 1)
         write_atomic(block / "job.json", json.dumps(

@@ -177,9 +177,10 @@ def test_help_documents_the_exit_status(capsys):
 
 
 
-def test_finetune_stops_cleanly_and_says_it_has_no_checkpoints(tiny_model, tmp_path, capsys):
-    """Fine-tuning keeps no checkpoints: a signal finishes the step, writes no results and
-    exits 75 with one line saying to run the command again; handlers are restored."""
+def test_finetune_stops_cleanly_with_a_checkpoint(tiny_model, tmp_path, capsys):
+    """A signal finishes the step, writes the seed's checkpoint, no results, and exits 75 with
+    one line saying to run the command again; handlers are restored. (That the rerun continues
+    exactly: tests/test_finetune_resume.py.)"""
     from test_finetune_e2e import _user_data
 
     from electra.finetune import training as finetune_training
@@ -205,10 +206,11 @@ def test_finetune_stops_cleanly_and_says_it_has_no_checkpoints(tiny_model, tmp_p
         capsys.readouterr()
         assert main(argv) == EXIT_PREEMPTED
     lines = without_notes(capsys.readouterr().err)
-    assert lines == ["electra finetune: stopped by SIGTERM after step 2 of 8 (user, seed 1); "
-                     "fine-tuning keeps no checkpoints: run the same command again to start "
-                     "over"]
+    saved = out / "seed1" / "checkpoints" / "step_00000002"
+    assert lines == [f"electra finetune: stopped by SIGTERM after step 2 of 8 (user, seed 1); "
+                     f"checkpoint {saved} written; run the same command again to continue"]
     assert len(calls) == 2
+    assert checkpoint.find_latest(out / "seed1") == saved
     assert not (out / "results.json").exists() and not (out / "model").exists()
     assert signal.getsignal(signal.SIGTERM) is before
 

@@ -195,6 +195,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         _stage(f"downstream check: fine-tuning on {settings.task} from the pre-trained "
                f"discriminator and from random weights, {settings.seeds} seeds each")
         check_started = time.perf_counter()
+        shutil.rmtree(out / "check", ignore_errors=True)  # fine-tuned afresh, as pre-trained
         downstream = downstream_check(Path(summary["final"]["discriminator"]), check_dir,
                                       out / "check", settings)
         downstream["seconds"] = time.perf_counter() - check_started

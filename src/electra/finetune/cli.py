@@ -15,7 +15,7 @@ from electra.cli_support import (
     per_size,
     show_progress,
 )
-from electra.errors import install_hint
+from electra.errors import EXIT_PREEMPTED, install_hint
 from electra.presets import SIZES, finetune_defaults
 from electra.settings import add_settings_flags
 
@@ -27,7 +27,13 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("finetune", help="fine-tune on GLUE, SQuAD, tagging or your own task",
                        description="Fine-tune a pre-trained model N times (--seeds) with the "
                        "recipe of Table 5.2 and write OUT/results.json (per-seed dev scores, "
-                       "median, mean, std, settings, prediction files) and OUT/model (best seed).")
+                       "median, mean, std, settings, prediction files) and OUT/model (best seed). "
+                       "The same command run again continues an interrupted run: finished seeds "
+                       "are not trained again, the one training continues from its checkpoint.",
+                       epilog=f"On SIGTERM or SIGUSR1 the current step is finished, a checkpoint "
+                       f"written (OUT/seed<k>/checkpoints), one line printed on stderr, and the "
+                       f"exit status is {EXIT_PREEMPTED}; the same command continues exactly. "
+                       f"Exit status 1: an error (one line on stderr).")
     _add_finetune_flags(p, train=True)
     p.set_defaults(func=_run_finetune)
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the model "
@@ -84,7 +90,13 @@ def _add_finetune_flags(p, train: bool) -> None:
                    "electra.finetune.optim")
     p.add_argument("--size", choices=SIZES,
                    help="model size for the defaults (default: from the hidden size)")
-    p.add_argument("--batch-size", type=int, help="default 32")
+    p.add_argument("--batch-size", type=int, help="examples per optimizer step (default 32)")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step, each "
+                   "batch-size / grad-accum examples: the same training in less memory "
+                   "(default 1)")
+    p.add_argument("--save-every", type=int, help="steps between checkpoints of a seed's "
+                   "training, which the same command run again continues from (default 1000; "
+                   "0: only on SIGTERM/SIGUSR1)")
     p.add_argument("--no-length-sort", action="store_true", help="training batches in plain "
                    "random order (default: grouped by length, less padding)")
     p.add_argument("--warmup-fraction", type=float, help="default 0.1")
@@ -125,7 +137,8 @@ def _finetune_settings(args, train: bool):
         return settings, resolve({"finetune": settings}, None, {"finetune": flags}, [])
     flags.update({name: getattr(args, name) for name in (
         "seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
-        "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay", "log_every")})
+        "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay", "log_every",
+        "grad_accum", "save_every")})
     flags.update(save_all_seeds=args.save_all_seeds or None,
                  tensorboard=args.tensorboard or None,
                  length_sorted=False if args.no_length_sort else None)

@@ -8,7 +8,8 @@ each seed's dev predictions file (JSON lines, one per dev example in input order
 file under "dev_na_probs"). OUT/model: the best seed's fine-tuned model.
 OUT/seed<k>/metrics.jsonl: the training curve (window-mean loss, accuracy, lr every `log_every`
 steps) and the dev scores at the last step; with `tensorboard`, the same under
-OUT/tensorboard/seed<k>/.
+OUT/tensorboard/seed<k>/. OUT/seed<k>/checkpoints while seed k trains, OUT/seed<k>/seed.json
+once it is done: the same command run again continues (`electra.finetune.resume`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from electra.finetune.examples import eval_sets_of, train_examples_of
 from electra.finetune.heads import FinetuneModel, check_head
 from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
+from electra.finetune.resume import check_same_run, fingerprint, model_digest
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan, single_task_plan
@@ -116,19 +118,22 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     pad_id = special_token_ids(tokenizer)["pad"]
     plan = single_task_plan(task, features, settings, pad_id,
                             teacher(task, train, features) if teacher else None)
+    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
+    resolved = {**dataclasses.asdict(used), **(extra_info or {})}
+    run_key = fingerprint(resolved, model=model_digest(model_dir), task=task.state(),
+                          data=str(Path(data_dir).resolve()))
+    check_same_run(out, run_key)  # a rerun continues; another configuration is refused
     out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
 
-    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
     write_settings(out, {"finetune": used})
     write_run_record(out, {"model": str(model_dir), "task": task.name, "data": str(data_dir),
                            "settings": SETTINGS_FILE,
                            "sources": sources.to_json() if sources is not None else None})
-    resolved = {**dataclasses.asdict(used), **(extra_info or {})}
 
     job = SingleTaskJob(task, plan, eval_sets, tokenizer, settings, device, out, model_dir,
                         resolved)
     runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, epochs,
-                        show_progress)
+                        show_progress, run_key)
     results = task_results(task, runner.run(job), resolved, model_dir, data_dir, train,
                            eval_sets, out)
     write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")

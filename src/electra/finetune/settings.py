@@ -29,7 +29,8 @@ class FinetuneSettings:
     lr_decay_style: str = "dissertation"  # or "official" (see electra.finetune.optim)
     size: str | None = None  # tiny/small/base/large; None: inferred from the hidden size
     epochs: float | None = _recipe(None)  # None: the task's (10 for RTE and STS-B, 3 otherwise)
-    batch_size: int = _recipe(32)
+    batch_size: int = _recipe(32)  # examples per optimizer step, whatever grad_accum is
+    grad_accum: int = 1  # micro-batches per optimizer step (batch_size / grad_accum each)
     eval_batch_size: int = 128
     max_seq_len: int | None = None  # None: the task's (384 for SQuAD, 128 otherwise)
     warmup_fraction: float = 0.1
@@ -46,15 +47,24 @@ class FinetuneSettings:
     save_all_seeds: bool = False
     log_every: int = 10  # steps between lines of seed<k>/metrics.jsonl
     tensorboard: bool = False  # also TensorBoard scalars under OUT/tensorboard/seed<k>/
+    # Steps between checkpoints of a seed's training (OUT/seed<k>/checkpoints, deleted once the
+    # seed is done); 0: none, except the one a stop signal writes. See docs/finetuning.md.
+    save_every: int = 1000
 
     def validate(self) -> None:
         if self.lr_decay_style not in LR_DECAY_STYLES:
             raise ElectraError(f"--lr-decay-style must be one of {LR_DECAY_STYLES}")
         if self.size is not None and self.size not in SIZES:
             raise ElectraError(f"--size must be one of {', '.join(SIZES)}")
-        for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds", "log_every"):
+        for name in ("batch_size", "eval_batch_size", "max_seq_len", "seeds", "log_every",
+                     "grad_accum"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ElectraError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.batch_size % self.grad_accum:
+            raise ElectraError(f"--batch-size ({self.batch_size}) must be divisible by "
+                               f"--grad-accum ({self.grad_accum})")
+        if self.save_every < 0:
+            raise ElectraError(f"--save-every must be 0 (off) or positive, got {self.save_every}")
 
         if self.lr is not None and self.lr <= 0:
             raise ElectraError(f"--lr must be positive, got {self.lr}")

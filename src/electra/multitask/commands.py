@@ -42,6 +42,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, help="first seed (default 1)")
     p.add_argument("--epochs", type=float, help="multi-task epochs (default 6)")
     p.add_argument("--batch-size", type=int, help="multi-task batch (default 128)")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step, in every "
+                   "stage (default 1; the batch sizes stay the examples per step)")
+    p.add_argument("--save-every", type=int, help="steps between checkpoints of a seed's "
+                   "training; the same command run again continues (default 1000; 0: only on "
+                   "SIGTERM/SIGUSR1)")
     p.add_argument("--lr", type=float, help=f"multi-task lr; default by size: "
                    f"{per_size(multitask_defaults, 0)}")
     p.add_argument("--layerwise-decay", type=float, help=f"multi-task layer-wise LR decay; "
@@ -89,7 +94,7 @@ def run_command(args) -> None:
     flags = {name: getattr(args, name) for name in (
         "seeds", "seed", "epochs", "batch_size", "lr", "layerwise_decay", "size",
         "max_train_examples", "max_eval_examples", "max_seq_len", "eval_batch_size", "device",
-        "log_every", "sampling_exponent", "teacher_annealing")}
+        "log_every", "sampling_exponent", "teacher_annealing", "grad_accum", "save_every")}
     flags.update(length_sorted=args.length_sort or None, precision=args.precision,
                  save_all_seeds=args.save_all_seeds or None,
                  task_sampling=False if args.no_task_sampling else None)

@@ -33,6 +33,10 @@ class TaskMixture:
         return sum(self.tasks[name].loss(out, batch["tasks"][name]) * (
             len(batch["tasks"][name]["rows"]) / rows) for name, out in outputs.items())
 
+    def loss_units(self, batch: dict) -> int:
+        """Rows: every mixable task's loss is a mean over its rows (see `loss`)."""
+        return batch["input_ids"].shape[0]
+
     def hits(self, outputs: dict[str, torch.Tensor], batch: dict) -> tuple[int, int]:
         counts = [self.tasks[name].hits(out, batch["tasks"][name])
                   for name, out in outputs.items()]

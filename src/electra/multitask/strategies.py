@@ -83,6 +83,7 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
     # --precision bf16 is refused (on a CPU without it) before anything is read
     device_and_precision(settings.device, settings.precision)
     single = single or SingleOverrides()
+    single_settings(settings, single).validate()  # e.g. --grad-accum against its batch size
     annealing = distill.Annealing.parse(settings.teacher_annealing)
     # Check every task's data (and the given teachers) before any stage writes anything.
     tasks = {}

@@ -33,6 +33,7 @@ from electra.finetune.examples import eval_sets_of, train_examples_of
 from electra.finetune.heads import MultitaskModel, make_head
 from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
+from electra.finetune.resume import check_same_run, fingerprint, model_digest
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan
@@ -169,22 +170,27 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
             f["teacher"] = row
 
     out = Path(out_dir)
+    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, size=size)
+    resolved = {**dataclasses.asdict(used), "tasks": list(tasks),
+                "annealing": annealing.describe(), **(extra_info or {})}
+    teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
+    run_key = fingerprint(resolved, model=model_digest(model_dir),
+                          tasks=[t.state() for t in tasks.values()],
+                          data=str(Path(data_dir).resolve()),
+                          teachers={name: model_digest(d) for name, d in matched.items()})
+    check_same_run(out, run_key)  # a rerun continues; another configuration is refused
     out.mkdir(parents=True, exist_ok=True)
     pad_id = special_token_ids(tokenizer)["pad"]
-    used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, size=size)
     write_settings(out, {"multitask": used})
     write_run_record(out, {"model": str(model_dir), "tasks": list(tasks), "data": str(data_dir),
                            "teachers": [str(t) for t in teachers or []],
                            "settings": SETTINGS_FILE,
                            "sources": sources.to_json() if sources is not None else None})
-    resolved = {**dataclasses.asdict(used), "tasks": list(tasks),
-                "annealing": annealing.describe(), **(extra_info or {})}
-    teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
 
     job = MultitaskJob(tasks, data, features, pad_id, annealing, tokenizer, settings, device, out,
                        model_dir, resolved, teacher_info)
     runner = SeedRunner(model_dir, encoder, settings, device, out, lr, decay, settings.epochs,
-                        show_progress)
+                        show_progress, run_key)
     return _write_results(out, tasks, data, runner.run(job), resolved, teacher_info, model_dir,
                           data_dir)
 

@@ -97,6 +97,15 @@ class Task:
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1),
                                ignore_index=-100)
 
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> int:
+        """What `loss` averages over in `batch` (gold labels not ignored, or rows of soft
+        targets): gradient accumulation weights each micro-batch's loss by its share of these,
+        so that the step's gradient is the whole batch's mean."""
+        labels = batch.get("targets", batch["labels"])
+        if labels.is_floating_point():
+            return labels.numel() // labels.shape[-1]
+        return int((labels != -100).sum())
+
     def hits(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
         """(correct, counted) argmax predictions of a training batch, for the accuracy log."""
         gold = batch["labels"]

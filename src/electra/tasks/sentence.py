@@ -89,6 +89,9 @@ class SentenceTask(Task):
             return F.mse_loss(logits.float().squeeze(-1), target.float())
         return super().loss(logits, batch)
 
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> int:
+        return len(batch["labels"]) if self.regression else super().loss_units(batch)
+
     def hits(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
         return (0, 0) if self.regression else super().hits(logits, batch)
 

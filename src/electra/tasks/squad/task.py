@@ -114,6 +114,9 @@ class SquadTask(Task):
     def loss(self, logits: SquadHeadOutput, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return logits.loss  # the head computes it from the gold positions in the batch
 
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> int:
+        return len(batch["input_ids"])  # the head's losses are means over windows
+
     def hits(self, logits: SquadHeadOutput, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
         return 0, 0  # no per-step accuracy for spans
 
