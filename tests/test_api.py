@@ -4,7 +4,6 @@ checks become one-line `ElectraError`s, and a call returns what the command prin
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import re
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import electra
+import electra.api
 from electra.api import COMMANDS, ExportResult
 from electra.cli import build_parser, main
 from electra.errors import ElectraError
@@ -33,48 +33,38 @@ def fresh_python(code: str) -> dict:
 
 def test_importing_the_commands_imports_no_torch():
     seen = fresh_python(
-        "import json, sys, types\n"
+        "import inspect, json, sys\n"
         "import electra\n"
         "loaded_on_import = sorted(m for m in sys.modules if m.startswith('electra.'))\n"
-        "from electra import pretrain, finetune\n"
+        "from electra import pretrain, finetune, score\n"
         "print(json.dumps({'on_import': loaded_on_import, 'torch': 'torch' in sys.modules,\n"
         "    'tasks': 'electra.tasks' in sys.modules,\n"
-        "    'functions': [type(f) is types.FunctionType for f in (pretrain, finetune)],\n"
+        "    'callable': [callable(f) for f in (pretrain, finetune, score)],\n"
         "    'same': [pretrain is electra.pretrain, finetune is electra.finetune],\n"
-        "    'names': [pretrain.__name__, finetune.__name__]}))\n")
+        "    'takes': ['out' in inspect.signature(f).parameters\n"
+        "              for f in (pretrain, finetune, score)]}))\n")
     assert seen == {"on_import": ["electra.version"], "torch": False, "tasks": False,
-                    "functions": [True, True], "same": [True, True],
-                    "names": ["pretrain", "finetune"]}
+                    "callable": [True] * 3, "same": [True, True], "takes": [True] * 3}
 
 
-def test_the_commands_stay_functions_whatever_was_imported_first():
-    """Loading the subpackages `electra.pretrain`, `.finetune`, `.export` first would bind them
-    to the package's attributes of the same names; the commands keep those names."""
+def test_the_command_packages_are_packages_and_commands_whatever_was_imported_first():
+    """`electra.pretrain`, `.finetune` and `.export` are subpackages that run their command
+    when called: every import form reaches their modules, and the name is one object."""
     seen = fresh_python(
-        "import importlib, json, types\n"
-        "for name in ('electra.pretrain.cli', 'electra.finetune.cli', 'electra.export.cli'):\n"
-        "    importlib.import_module(name)\n"
-        "import electra\n"
+        "import json\n"
+        "import electra.pretrain.loop\n"
+        "import electra.finetune.predict as predict\n"
+        "from electra.export import serving\n"
         "from electra import export, finetune, pretrain\n"
-        "from electra.pretrain import cli\n"
-        "print(json.dumps({'functions': [type(f) is types.FunctionType\n"
-        "                                for f in (pretrain, finetune, export, electra.export)],\n"
-        "                  'module': cli.__name__}))\n")
-    assert seen == {"functions": [True] * 4, "module": "electra.pretrain.cli"}
-
-
-def test_no_code_reaches_the_command_subpackages_as_attributes():
-    """`import electra.pretrain.X` and then `electra.pretrain.X` would find the function;
-    `from electra.pretrain import X` is the form that works."""
-    shadowed = ("electra.pretrain", "electra.finetune", "electra.export")
-    found = []
-    for folder in ("src", "tests", "benchmarks", "experiments", "tools"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Import):
-                    found += [f"{path.relative_to(ROOT)}:{node.lineno}: import {alias.name}"
-                              for alias in node.names if alias.name.startswith(shadowed)]
-    assert not found, "use `from electra.X import Y`:\n" + "\n".join(found)
+        "import electra.api\n"
+        "print(json.dumps({\n"
+        "    'modules': [electra.pretrain.loop.__name__, predict.__name__, serving.__name__],\n"
+        "    'same': [pretrain is electra.pretrain, export is electra.export],\n"
+        "    'runs': [p.command is getattr(electra.api, n) for p, n in\n"
+        "             ((pretrain, 'pretrain'), (finetune, 'finetune'), (export, 'export'))]}))\n")
+    assert seen == {"modules": ["electra.pretrain.loop", "electra.finetune.predict",
+                                "electra.export.serving"],
+                    "same": [True, True], "runs": [True] * 3}
 
 
 def subcommand(name: str):
@@ -90,8 +80,9 @@ def test_each_function_takes_its_commands_flags(function, command):
     keyword at once; this checks they are the `electra` command's own."""
     dests = list(dict.fromkeys(a.dest for a in subcommand(command)._actions
                                if a.dest != "help"))
-    api = getattr(electra, function)
+    api = getattr(electra.api, function)
     assert list(inspect.signature(api).parameters) == dests
+    assert inspect.signature(getattr(electra, function)) == inspect.signature(api)
     assert COMMANDS[function].name == command
     documented = [line.split(" ")[0].rstrip(",:") for line in api.__doc__.splitlines()
                   if line and not line[0].isspace()]

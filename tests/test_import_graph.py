@@ -222,10 +222,10 @@ def test_building_the_parser_imports_no_torch():
 # into the systems built on it, and only the entry points see everything.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
-        "electra.version", "electra.errors", "electra.fileutil", "electra.device",
-        "electra.precision", "electra.architectures", "electra.model_config", "electra.presets",
-        "electra.config", "electra.tokenizer", "electra.tagschemes", "electra.flops",
-        "electra.cli_support", "electra.settings", "electra.progress"})),
+        "electra.version", "electra.command_package", "electra.errors", "electra.fileutil",
+        "electra.device", "electra.precision", "electra.architectures", "electra.model_config",
+        "electra.presets", "electra.config", "electra.tokenizer", "electra.tagschemes",
+        "electra.flops", "electra.cli_support", "electra.settings", "electra.progress"})),
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),
