@@ -1,11 +1,11 @@
 """How a long command shows its progress: a bar on a terminal, plain lines where there is none.
 
 Where stderr is not a terminal (an `sbatch` job's slurm-*.out, `nohup`, a CI log) a progress
-bar is noise, so it used to be switched off, and nothing at all reached the log between a
-command's set-up notes and its end. `Progress.LINES` writes one plain line per interval
-instead: a training loop's at its log cadence (`log_every`, where the loop already holds the
-numbers, so no extra device read), corpus preparation's every `LINE_INTERVAL_S` seconds and
-once at the end. Each line is flushed at once, so `tail -f` sees it.
+bar is noise, and without it nothing would reach the log between a command's set-up notes and
+its end. `Progress.LINES` writes one plain line per interval instead: a training loop's at
+its log cadence (`log_every`, where the loop already holds the numbers, so no extra device
+read), corpus preparation's every `LINE_INTERVAL_S` seconds and once at the end. Each line is
+flushed at once, so `tail -f` sees it.
 
 `electra.cli_support.show_progress` chooses the mode for a command; library functions take
 `show_progress` as a `Progress`, its name ("bar", "lines", "off") or a bool (True: the bar,
@@ -33,8 +33,8 @@ class Progress(str, enum.Enum):
 
 
 def progress_mode(value: bool | str | Progress | None) -> Progress:
-    """A `show_progress` argument as a `Progress`: True is the bar and False (or None) nothing,
-    as before there were lines; a `Progress` or its name as it is."""
+    """A `show_progress` argument as a `Progress`: True is the bar and False (or None)
+    nothing; a `Progress` or its name as it is."""
     if isinstance(value, Progress):
         return value
     if value is None or isinstance(value, bool):
