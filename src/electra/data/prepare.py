@@ -171,8 +171,8 @@ def prepare_corpus(
                 for split, part in parts.items():
                     writers[split].add(part)
                     progress.update(part.documents, len(part.tokens))
-        for writer in writers.values():
-            writer.close()
+            for writer in writers.values():  # the last shards: "done" once they are written
+                writer.close()
         if "heldout" in writers and writers["heldout"].num_documents == 0:
             del writers["heldout"]  # a corpus below MIN_HELDOUT_CORPUS documents
         if writers["train"].num_examples == 0 and num_parts == 1:
