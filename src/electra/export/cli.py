@@ -4,6 +4,8 @@ in `transformers` as they are (docs/interoperability.md)."""
 
 from __future__ import annotations
 
+from electra.cli_support import add_revision_flag
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
@@ -19,7 +21,9 @@ def add_parsers(sub) -> None:
         "written as the run's end writes OUT/final/: to OUT/exports/step_N/ by default, to "
         "--hf DEST, or its discriminator with --onnx.")
     p.add_argument("model", metavar="MODEL", help="model directory written by electra, or a "
-                   "pre-training checkpoint")
+                   "pre-training checkpoint, or a Hugging Face Hub id ORG/NAME (from the Hub's "
+                   "cache)")
+    add_revision_flag(p, "MODEL")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--onnx", metavar="OUT", help="write an ONNX export to OUT")
     target.add_argument("--hf", metavar="OUT", help="write a fine-tuned model's transformers "
@@ -63,9 +67,9 @@ def _run(args) -> None:
         from electra.export.onnx import export_onnx
 
         export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                    overwrite=args.overwrite, card_extra=extra)
+                    overwrite=args.overwrite, card_extra=extra, revision=args.revision)
         return
     from electra.export.serving import write_task_dir
 
     print(write_task_dir(args.model, args.task, args.hf, overwrite=args.overwrite,
-                         card_extra=extra))
+                         card_extra=extra, revision=args.revision))
