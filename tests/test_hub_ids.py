@@ -190,3 +190,22 @@ def test_the_command_line_reads_the_cache_from_the_environment(hub_cache, corpus
             f"the Hugging Face cache {hub_cache} (HF_HUB_OFFLINE is set; on a machine with "
             "network, `hf download tiny-org/absent` fills the cache)"]
         assert not (tmp_path / "out").exists()
+
+
+def test_score_by_id_scores_as_from_the_snapshot_folder(offline, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat on the mat\na dog ran\n", encoding="utf-8")
+    rows = []
+    for model, out in ((REPO, "id.jsonl"), (str(_snapshot(offline, MAIN)), "path.jsonl")):
+        assert main(["score", "--model", model, "--input", str(texts), "--out",
+                     str(tmp_path / out), "--device", "cpu", "--quiet"]) == 0
+        rows.append([json.loads(line) for line in (tmp_path / out).read_text().splitlines()])
+    assert [r["pll"] for r in rows[0]] == [r["pll"] for r in rows[1]]
+    assert len(rows[0]) == 2
+
+
+def test_revision_without_an_id_is_refused(data_dir, tmp_path, capsys):
+    assert main(["pretrain", "--revision", "v2", "--data", str(data_dir), "--out",
+                 str(tmp_path / "out")]) == 1
+    assert "--revision picks a version of --init-from's Hub id" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
