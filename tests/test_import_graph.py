@@ -225,7 +225,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "electra.version", "electra.command_package", "electra.errors", "electra.fileutil",
         "electra.device", "electra.precision", "electra.architectures", "electra.model_config",
         "electra.presets", "electra.config", "electra.tokenizer", "electra.tagschemes",
-        "electra.flops", "electra.cli_support", "electra.settings", "electra.progress"})),
+        "electra.flops", "electra.cli_support", "electra.settings", "electra.progress",
+        "electra.hub"})),
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),

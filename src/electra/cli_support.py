@@ -28,6 +28,12 @@ def add_device_flag(p: argparse.ArgumentParser, default: str | None = "auto") ->
                    help="auto (default): a CUDA GPU, else an Apple GPU (mps), else the CPU")
 
 
+def add_revision_flag(p: argparse.ArgumentParser, flags: str = "--model") -> None:
+    """`--revision`: which version of a Hub id the command reads (`electra.hub`)."""
+    p.add_argument("--revision", metavar="REV", help=f"with a Hub id as {flags}: its branch, "
+                   "tag or commit (default: main)")
+
+
 def add_precision_flags(p: argparse.ArgumentParser) -> None:
     """`--precision` and its aliases `--bf16` and `--fp32`, one `args.precision` (None when
     none is given: the command's default, auto; `electra.precision`)."""

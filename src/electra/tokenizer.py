@@ -33,6 +33,7 @@ from tokenizers import (
 
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file
+from electra.hub import resolve_model_path
 
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -65,9 +66,11 @@ class TokenizerInfo:
     vocab_size: int
 
 
-def load_tokenizer(tokenizer_dir: str | Path) -> Tokenizer:
+def load_tokenizer(tokenizer_dir: str | Path, revision: str | None = None) -> Tokenizer:
     """The `tokenizers` pipeline of a tokenizer directory: tokenizer.json, else vocab.txt (a
     BERT WordPiece, uncased unless tokenizer_config.json says `do_lower_case: false`).
+    `tokenizer_dir` may be a released model's Hub id, read from the Hub's cache at `revision`
+    (`electra.hub.resolve_model_path`).
 
     The special tokens' roles are checked (a missing one is an error naming the directory and
     the role), truncation and padding saved in the file are dropped (callers set their own),
@@ -75,7 +78,7 @@ def load_tokenizer(tokenizer_dir: str | Path) -> Tokenizer:
     `cls $A sep` / `cls $A sep $B:1 sep:1` (keeping a byte-level offset trimmer), so that
     `encode(a, b)` gives the layout pre-training packs. The result carries its TokenizerInfo:
     `tokenizer_info(tokenizer)`, `special_token_ids(tokenizer)`."""
-    directory = Path(tokenizer_dir)
+    directory = resolve_model_path(tokenizer_dir, revision, "--tokenizer")
     tokenizer, named = _read_pipeline(directory)
     info = _resolve_roles(tokenizer, named, str(directory))
     tokenizer.no_truncation()

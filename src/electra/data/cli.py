@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from electra.cli_support import LazyNames, show_progress
+from electra.cli_support import LazyNames, add_revision_flag, show_progress
 from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
 from electra.errors import ElectraError, install_hint
 
@@ -92,7 +92,9 @@ def _add_prepare(sub) -> None:
                        "against its manifest instead.")
     p.add_argument("--corpus", nargs="+", help=CORPUS_HELP)
     p.add_argument("--tokenizer", help="a tokenizer directory: written by `electra vocab`, or "
-                   "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json)")
+                   "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json), "
+                   "as a folder or a Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
+    add_revision_flag(p, "--tokenizer")
     p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
     p.add_argument("--out")
     p.add_argument("--heldout-fraction", type=float, default=DEFAULT_HELDOUT_FRACTION,
@@ -168,7 +170,8 @@ def run_prepare(args) -> PrepareResult:
                               max_heldout_documents=args.max_heldout_documents,
                               overwrite=args.overwrite,
                               show_progress=show_progress(args.quiet), workers=args.workers,
-                              num_parts=args.num_shards, part_index=args.shard_index)
+                              num_parts=args.num_shards, part_index=args.shard_index,
+                              revision=args.revision)
     return PrepareResult(args.out, _split_sizes(manifest))
 
 

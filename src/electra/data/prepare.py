@@ -43,6 +43,7 @@ from electra.data.split import (
 from electra.data.word_cache import WordCache
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, sha256_file, space_advice, staged_dir
+from electra.hub import resolve_model_path, snapshot_of
 from electra.presets import PRESETS
 from electra.progress import CountProgress, Progress
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenizer_info, vocab_checksum
@@ -112,11 +113,13 @@ def prepare_corpus(
     workers: int | None = None,
     num_parts: int = 1,
     part_index: int = 0,
+    revision: str | None = None,
 ) -> dict[str, Any]:
     """Tokenize, pack and shard a corpus into `out_dir`; returns the manifest it wrote.
 
     `tokenizer_dir`: any tokenizer directory `electra.tokenizer.load_tokenizer` reads (ours, or
-    a released model's); examples are `cls A sep (B sep)` with its special tokens by role.
+    a released model's, also by its Hub id at `revision`); examples are `cls A sep (B sep)`
+    with its special tokens by role.
     `heldout_fraction` of the documents (at most `max_heldout_documents`, at least one when the
     corpus has MIN_HELDOUT_CORPUS documents or more, none in a smaller one; 0 = no held-out
     split) go to the "heldout" split, evenly spread (`electra.data.split`).
@@ -148,6 +151,8 @@ def prepare_corpus(
     out = Path(out_dir)
     check_out_dir(out, overwrite)
     corpus_files(corpus)  # fail on a missing path before any work
+    tokenizer_dir = resolve_model_path(tokenizer_dir, revision, "--tokenizer")  # an id's snapshot
+    snapshot = snapshot_of(tokenizer_dir)
     info = tokenizer_info(load_tokenizer(tokenizer_dir))  # refuses a tokenizer lacking a role
     specials = dict(info.special_ids)
     vocab_size = info.vocab_size
@@ -192,6 +197,8 @@ def prepare_corpus(
             "tokenizer_kind": info.kind,
             "token_dtype": np.dtype(dtype).name,
             "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
+            **({"tokenizer_hub_id": snapshot.repo_id, "tokenizer_revision": snapshot.commit}
+               if snapshot else {}),
             "tokenizer": "tokenizer",
             "corpus": [str(Path(p).resolve()) for p in corpus],
             "settings": {

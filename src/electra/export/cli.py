@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from electra.cli_support import add_revision_flag
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
@@ -22,7 +24,9 @@ def add_parsers(sub) -> None:
         "written as the run's end writes OUT/final/: to OUT/exports/step_N/ by default, to "
         "--hf DEST, or its discriminator with --onnx.")
     p.add_argument("model", metavar="MODEL", help="model directory written by electra, or a "
-                   "pre-training checkpoint")
+                   "pre-training checkpoint, or a Hugging Face Hub id ORG/NAME (from the Hub's "
+                   "cache)")
+    add_revision_flag(p, "MODEL")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--onnx", metavar="OUT", help="write an ONNX export to OUT")
     target.add_argument("--hf", metavar="OUT", help="write a fine-tuned model's transformers "
@@ -82,9 +86,10 @@ def run_export(args) -> ExportResult:
         from electra.export.onnx import export_onnx
 
         report = export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                             overwrite=args.overwrite, card_extra=extra)
+                             overwrite=args.overwrite, card_extra=extra, revision=args.revision)
         return ExportResult(str(args.onnx), "onnx", report)
     from electra.export.serving import write_task_dir
 
     return ExportResult(str(write_task_dir(args.model, args.task, args.hf,
-                                           overwrite=args.overwrite, card_extra=extra)), "hf")
+                                           overwrite=args.overwrite, card_extra=extra,
+                                           revision=args.revision)), "hf")

@@ -27,6 +27,7 @@ from electra.export.serving import (
 )
 from electra.fileutil import staged_dir
 from electra.finetune.model_io import finetuned_config
+from electra.hub import resolve_model_path
 from electra.model.card import default_name, write_model_card
 from electra.model.encoder import Encoder, known_padding
 from electra.model.hf import read_config_json
@@ -132,14 +133,14 @@ def quantize_int8(source: Path, target: Path) -> None:
 
 
 def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = None,
-                int8: bool = False, overwrite: bool = False, card_extra: str | None = None
-                ) -> dict:
+                int8: bool = False, overwrite: bool = False, card_extra: str | None = None,
+                revision: str | None = None) -> dict:
     """Write OUT/model.onnx (+ model.int8.onnx), the model's config.json and tokenizer files,
     export.json (inputs, outputs, differences from PyTorch) and the model card (`card_extra`:
     the user's own section appended). Nothing is kept when the fp32 graph differs from PyTorch
-    by more than `FP32_TOLERANCE`."""
+    by more than `FP32_TOLERANCE`. `model_dir` may be a Hub id (at `revision`)."""
     require_onnx()
-    model_dir, out = Path(model_dir), Path(out_dir)
+    model_dir, out = resolve_model_path(model_dir, revision, "MODEL"), Path(out_dir)
     check_out_dir(out, overwrite)
     served = load_served(model_dir, task)
     batches = check_batches(model_dir, 64)

@@ -15,6 +15,7 @@ from electra.errors import ElectraError
 from electra.fileutil import staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel
 from electra.finetune.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
+from electra.hub import resolve_model_path, source_record
 from electra.model.card import default_name, write_model_card
 from electra.model.hf import (
     architecture_of,
@@ -119,7 +120,7 @@ def single_task(model: FinetuneModel | MultitaskModel, info: dict, task: str | N
     task_info = by_name[task.lower()]
     name = task_info["task"]["name"]
     shared = {k: v for k, v in info.items() if k not in ("tasks", "scores")}
-    return model.single(name), {**shared, **task_info, "source_model": str(where),
+    return model.single(name), {**shared, **task_info, **source_record(where, "source_model"),
                                 "scores": (info.get("scores") or {}).get(name)}
 
 
@@ -130,11 +131,13 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
 
 
 def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,
-                   overwrite: bool = False, card_extra: str | None = None) -> Path:
+                   overwrite: bool = False, card_extra: str | None = None,
+                   revision: str | None = None) -> Path:
     """A fine-tuned model, or one task of a multi-task model, as a single-task fine-tuned
     directory in the current layout (for `AutoModelFor...`, pipelines and `electra
-    predict`), with its model card (`card_extra`: the user's own section appended)."""
-    model_dir = Path(model_dir)
+    predict`), with its model card (`card_extra`: the user's own section appended).
+    `model_dir` may be a Hub id (at `revision`)."""
+    model_dir = resolve_model_path(model_dir, revision, "MODEL")
     check_out_dir(Path(out_dir), overwrite)
     loaded, _, info = load_finetuned(model_dir)
     single, task_info = single_task(loaded, info, task, model_dir)

@@ -12,6 +12,7 @@ from electra.cli_support import (
     LazyHelpStore,
     add_device_flag,
     add_precision_flags,
+    add_revision_flag,
     per_size,
     show_progress,
 )
@@ -59,7 +60,9 @@ def _task_help(train: bool) -> str:
 
 
 def _add_finetune_flags(p, train: bool) -> None:
-    p.add_argument("--model", required=True, help="model directory (HF ELECTRA/BERT format)")
+    p.add_argument("--model", required=True, help="model directory (HF ELECTRA/BERT format) "
+                   "or a Hugging Face Hub id, ORG/NAME (from the Hub's cache; docs/finetuning.md)")
+    add_revision_flag(p)
     p.add_argument("--task", action=LazyHelpStore, required=train,
                    help=lambda: _task_help(train))
     p.add_argument("--data", required=True, help="data directory (GLUE: the folder holding "
@@ -192,7 +195,8 @@ def run_finetune(args) -> FinetuneResult:
         from electra.finetune.glue_suite import run_glue
 
         names = args.glue_tasks.split(",") if args.glue_tasks else None
-        res = run_glue(args.model, args.data, args.out, settings, names, progress, sources)
+        res = run_glue(args.model, args.data, args.out, settings, names, progress, sources,
+                       revision=args.revision)
         add_card_extra(args.out, extra)
         return FinetuneResult(
             args.out, GLUE_SUITE, res, f"{args.out}/results.json", None,
@@ -203,7 +207,7 @@ def run_finetune(args) -> FinetuneResult:
         options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
     task = get_task(args.task, **options, label_names=parse_label_names(args.label_names))
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
-                   sources=sources)
+                   sources=sources, revision=args.revision)
     add_card_extra(args.out, extra)
     return FinetuneResult(args.out, res["task"], res, f"{args.out}/results.json",
                           res["best_model"],
@@ -215,7 +219,8 @@ def _run_evaluate(args) -> None:
     from electra.finetune.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
-                   _finetune_settings(args, train=False)[0], args.max_seq_len)
+                   _finetune_settings(args, train=False)[0], args.max_seq_len,
+                   revision=args.revision)
     print(json.dumps({"task": res["task"], "scores": res["scores"]}))
 
 
@@ -223,5 +228,6 @@ def _run_predict(args) -> None:
     from electra.finetune.predict import predict
 
     written = predict(args.model, args.data, args.out, args.task,
-                      _finetune_settings(args, train=False)[0], args.max_seq_len)
+                      _finetune_settings(args, train=False)[0], args.max_seq_len,
+                      revision=args.revision)
     print(json.dumps({"written": written}))

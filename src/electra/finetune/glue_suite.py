@@ -9,6 +9,7 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.finetune.evaluation import primary_key
+from electra.finetune.model_io import source_dir
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
 from electra.progress import Progress
@@ -36,7 +37,11 @@ def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str
 
 def run_glue(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              settings: FinetuneSettings | None = None, names: list[str] | None = None,
-             show_progress: bool | Progress = False, sources: Sources | None = None) -> dict:
+             show_progress: bool | Progress = False, sources: Sources | None = None,
+             revision: str | None = None) -> dict:
+    """Fine-tune every GLUE task found (or `names`) from `model_dir` (a folder, a checkpoint or
+    a Hub id at `revision`, read once for all tasks); write and return OUT/results.json."""
+    model_dir = source_dir(model_dir, revision)
     out = Path(out_dir)
     per_task = {}
     for name in glue_tasks(data_dir, names):

@@ -62,12 +62,13 @@ def check_model_dir(model_dir: str | Path) -> None:
         raise ElectraError(f"{d}: not a usable model directory, missing {', '.join(missing)}")
 
 
-def source_dir(model_dir: str | Path) -> Path:
-    """The directory fine-tuning reads for `model_dir`: itself, or for a pre-training
-    checkpoint (OUT/checkpoints/step_N) its discriminator, exported once to OUT/exports/."""
+def source_dir(model_dir: str | Path, revision: str | None = None) -> Path:
+    """The directory fine-tuning reads for `model_dir`: itself, for a Hub id its snapshot in
+    the cache (at `revision`), or for a pre-training checkpoint (OUT/checkpoints/step_N) its
+    discriminator, exported once to OUT/exports/."""
     from electra.pretrain.checkpoint_export import main_network_dir
 
-    return main_network_dir(model_dir)
+    return main_network_dir(model_dir, revision)
 
 
 def load_source(model_dir: str | Path):

@@ -16,14 +16,17 @@ from electra.finetune.examples import eval_sets_of
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.model_io import load_finetuned
 from electra.finetune.settings import FinetuneSettings
+from electra.hub import resolve_model_path, source_record
 from electra.precision import device_and_precision
 from electra.tasks import Task, get_task_name, task_from_state
 
 
 def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
             task_name: str | None = None, settings: FinetuneSettings | None = None,
-            max_seq_len: int | None = None) -> list[str]:
-    """Write test-set predictions of a fine-tuned model; returns the files written."""
+            max_seq_len: int | None = None, revision: str | None = None) -> list[str]:
+    """Write test-set predictions of a fine-tuned model (a folder, or a Hub id at `revision`);
+    returns the files written."""
+    model_dir = resolve_model_path(model_dir, revision)
     views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
     written = []
@@ -36,11 +39,12 @@ def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
 
 def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              task_name: str | None = None, settings: FinetuneSettings | None = None,
-             max_seq_len: int | None = None) -> dict:
-    """Score a fine-tuned model on the task's dev split(s); writes results.json. The sequence
-    length is the one it was fine-tuned with unless `max_seq_len` is given. A multi-task model
-    is scored on each task it knows (or on `task_name`), in OUT/<task>/, with a summary in
-    OUT/results.json."""
+             max_seq_len: int | None = None, revision: str | None = None) -> dict:
+    """Score a fine-tuned model (a folder, or a Hub id at `revision`) on the task's dev
+    split(s); writes results.json. The sequence length is the one it was fine-tuned with unless
+    `max_seq_len` is given. A multi-task model is scored on each task it knows (or on
+    `task_name`), in OUT/<task>/, with a summary in OUT/results.json."""
+    model_dir = resolve_model_path(model_dir, revision)
     views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
     per_task = {}
@@ -51,7 +55,7 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
                                         task_out)
         per_task[task.name] = {"task": task.name, "metric_names": list(scores),
                                "primary_metric": primary_key(task), "scores": scores,
-                               "predictions": paths, "model": str(model_dir),
+                               "predictions": paths, **source_record(model_dir, "model"),
                                "data": str(data_dir)}
         write_atomic(task_out / "results.json", json.dumps(per_task[task.name], indent=2) + "\n")
     if not multi:
@@ -62,7 +66,7 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
                "tasks": {name: r["scores"] for name, r in per_task.items()},
                **task_summary({name: (r["primary_metric"], r["scores"][r["primary_metric"]])
                                for name, r in per_task.items()}),
-               "model": str(model_dir), "data": str(data_dir)}
+               **source_record(model_dir, "model"), "data": str(data_dir)}
     write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results
 

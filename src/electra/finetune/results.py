@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 from electra.finetune.evaluation import primary_key
+from electra.hub import source_record
 from electra.tasks import Task
 from electra.tasks.base import Example
 
@@ -31,7 +32,7 @@ def task_results(task: Task, seeds: list[dict], resolved: dict, model_dir, data_
         "summary": {m: summary([s["scores"][m] for s in seeds]) for m in metric_keys},
         "median": {m: statistics.median([s["scores"][m] for s in seeds]) for m in metric_keys},
         "settings": resolved,
-        "model": str(model_dir),
+        **source_record(model_dir, "model"),
         "data": str(data_dir),
         "num_train_examples": len(train),
         "num_eval_examples": {s: len(e) for s, e in eval_sets.items()},

@@ -32,6 +32,7 @@ from electra.finetune.resume import check_same_run, fingerprint, model_digest
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan, single_task_plan
+from electra.hub import source_record
 from electra.precision import device_and_precision
 from electra.presets import finetune_defaults
 from electra.progress import Progress
@@ -77,7 +78,8 @@ class SingleTaskJob:
 
     def model_info(self, seed: int, scores: dict) -> dict:
         return {"task": self.task.state(), "head_kind": self.task.head_kind,
-                "num_outputs": self.task.num_outputs, "source_model": str(self.model_dir),
+                "num_outputs": self.task.num_outputs,
+                **source_record(self.model_dir, "source_model"),
                 "settings": self.resolved, "seed": seed, "scores": scores}
 
 
@@ -85,11 +87,13 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
              settings: FinetuneSettings | None = None,
              show_progress: bool | Progress = False,
              task: Task | None = None, teacher: TargetsFactory | None = None,
-             extra_info: dict | None = None, sources: Sources | None = None) -> dict:
+             extra_info: dict | None = None, sources: Sources | None = None,
+             revision: str | None = None) -> dict:
     """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With
     `teacher`, the targets are annealed mixtures of gold labels and a teacher's predictions
     (Single->Single distillation); `extra_info` is recorded in results.json and the model.
-    `sources`: where each setting came from (`electra.settings.resolve`), for OUT/run.json."""
+    `sources`: where each setting came from (`electra.settings.resolve`), for OUT/run.json.
+    `model_dir`: a folder, a pre-training checkpoint or a Hub id (at `revision`)."""
     from electra.runtime.speed import configure_process_for_speed
 
     settings = settings or FinetuneSettings()
@@ -102,7 +106,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     device, precision = device_and_precision(settings.device, settings.precision)
     settings = dataclasses.replace(settings, precision=precision)
 
-    model_dir = source_dir(model_dir)  # a pre-training checkpoint: its exported discriminator
+    model_dir = source_dir(model_dir, revision)  # a checkpoint's discriminator, an id's snapshot
     encoder, tokenizer, _ = load_source(model_dir)  # checks the directory before reading data
     settings.check_model(encoder.config)
     check_head(encoder.config, task.head_kind, task.num_outputs, single_task=True)
@@ -126,7 +130,8 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
 
     write_settings(out, {"finetune": used})
-    write_run_record(out, {"model": str(model_dir), "task": task.name, "data": str(data_dir),
+    write_run_record(out, {**source_record(model_dir, "model"), "task": task.name,
+                           "data": str(data_dir),
                            "settings": SETTINGS_FILE,
                            "sources": sources.to_json() if sources is not None else None})
 

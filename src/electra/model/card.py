@@ -26,6 +26,7 @@ from pathlib import Path
 
 from electra.errors import ElectraError, install_hint
 from electra.fileutil import write_atomic
+from electra.hub import HUB_CACHE_PATH
 
 CARD_FILE = "README.md"
 LOG = logging.getLogger(__name__)
@@ -42,8 +43,6 @@ AUTO_CLASSES = (("ForPreTraining", "AutoModelForPreTraining"),
                 ("Model", "AutoModel"))
 TWO_TOWER_TYPE = "electra-two-tower"  # electra.model.two_tower.MODEL_TYPE
 CVT_TYPE = "electra-cvt"
-# A model snapshot in the Hub's cache (huggingface_hub's download layout) names its id.
-HUB_CACHE_PATH = re.compile(r"models--([\w.-]+)--([\w.-]+)/snapshots/")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 

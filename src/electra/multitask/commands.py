@@ -7,7 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from electra.cli_support import add_device_flag, add_precision_flags, per_size, show_progress
+from electra.cli_support import (
+    add_device_flag,
+    add_precision_flags,
+    add_revision_flag,
+    per_size,
+    show_progress,
+)
 from electra.errors import ElectraError
 from electra.presets import SIZES, multitask_defaults
 from electra.settings import add_settings_flags
@@ -24,7 +30,9 @@ def add_parsers(sub) -> None:
         "for base, batch 128, 6 epochs). --strategy picks Single, Multi, Single-Single, "
         "Multi-Multi, Single-Multi or repeated rounds; --teachers distils from fine-tuned "
         "models. Writes OUT/results.json, OUT/<task>/results.json and OUT/model.")
-    p.add_argument("--model", required=True, help="pre-trained model directory (HF format)")
+    p.add_argument("--model", required=True, help="pre-trained model directory (HF format) or "
+                   "a Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
+    add_revision_flag(p)
     p.add_argument("--tasks", required=True, help="comma-separated: GLUE names, or folders "
                    "DATA/<name>/ with a task.json naming their columns")
     p.add_argument("--data", required=True, help="GLUE layout: DATA/CoLA/, DATA/SST-2/, ...")
@@ -105,7 +113,7 @@ def run_command(args) -> None:
                              batch_size=args.single_batch_size)
     res = run_strategy(args.model, [t for t in args.tasks.split(",") if t], args.data, args.out,
                        args.strategy, settings, teachers, single,
-                       show_progress(args.quiet), sources)
+                       show_progress(args.quiet), sources, revision=args.revision)
     if baselines:
         from electra.multitask.significance import add_significance
 

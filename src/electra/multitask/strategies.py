@@ -19,6 +19,7 @@ from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.evaluation import primary_key
+from electra.finetune.model_io import source_dir
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings, recipe_free_fields
 from electra.multitask import distill
@@ -74,14 +75,16 @@ def run_strategy(model_dir: str | Path, task_names: list[str], data_dir: str | P
                  teachers: list[str | Path] | None = None,
                  single: SingleOverrides | None = None,
                  show_progress: bool | Progress = False,
-                 sources: Sources | None = None) -> dict:
+                 sources: Sources | None = None, revision: str | None = None) -> dict:
     """Run every stage of `strategy`; returns the last stage's results. `sources`: where each
-    setting came from, for the multi-task stages' OUT/run.json."""
+    setting came from, for the multi-task stages' OUT/run.json. `model_dir`: a folder, a
+    pre-training checkpoint or a Hub id (at `revision`), read once for every stage."""
     stages = parse_strategy(strategy)
     settings = settings or MultitaskSettings()
     settings.validate()
     # --precision bf16 is refused (on a CPU without it) before anything is read
     device_and_precision(settings.device, settings.precision)
+    model_dir = source_dir(model_dir, revision)  # a checkpoint's discriminator, an id's snapshot
     single = single or SingleOverrides()
     single_settings(settings, single).validate()  # e.g. --grad-accum against its batch size
     annealing = distill.Annealing.parse(settings.teacher_annealing)

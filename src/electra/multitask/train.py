@@ -37,6 +37,7 @@ from electra.finetune.resume import check_same_run, fingerprint, model_digest
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan
+from electra.hub import source_record
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture
 from electra.multitask.sampling import DEFAULT_EXPONENT, MixtureSampler
@@ -182,7 +183,8 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     out.mkdir(parents=True, exist_ok=True)
     pad_id = special_token_ids(tokenizer)["pad"]
     write_settings(out, {"multitask": used})
-    write_run_record(out, {"model": str(model_dir), "tasks": list(tasks), "data": str(data_dir),
+    write_run_record(out, {**source_record(model_dir, "model"), "tasks": list(tasks),
+                           "data": str(data_dir),
                            "teachers": [str(t) for t in teachers or []],
                            "settings": SETTINGS_FILE,
                            "sources": sources.to_json() if sources is not None else None})
@@ -235,7 +237,8 @@ class MultitaskJob:
     def model_info(self, seed: int, scores: dict) -> dict:
         return {"tasks": [{"task": t.state(), "head_kind": t.head_kind,
                            "num_outputs": t.num_outputs} for t in self.tasks.values()],
-                "source_model": str(self.model_dir), "settings": self.resolved, "seed": seed,
+                **source_record(self.model_dir, "source_model"), "settings": self.resolved,
+                "seed": seed,
                 "scores": scores, "teachers": self.teachers}
 
 
@@ -284,7 +287,7 @@ def _write_results(out: Path, tasks: dict[str, Task], data: dict, per_seed: list
         **task_summary(medians),
         "seeds": [{"seed": s["seed"], "average": 100 * s["average"], "steps": s["steps"],
                    "train_seconds": s["train_seconds"]} for s in per_seed],
-        "settings": resolved, "teachers": teachers, "model": str(model_dir),
+        "settings": resolved, "teachers": teachers, **source_record(model_dir, "model"),
         "data": str(data_dir), "best_model": str(out / "model"),
     }
     write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")

@@ -5,7 +5,8 @@ learning curve (fine-tuning at 25/50/75/100% of pre-training) needs one run, not
 A checkpoint holds the objective's weights; the run's OUT/settings.json rebuilds the objective
 and OUT/run.json names the data, whose tokenizer the export carries. `electra export`,
 `electra finetune --model` and `electra pretrain --init-from` take a checkpoint directory
-through `model_dir` (one place), which exports it once to OUT/exports/step_N and reuses that.
+through `model_dir` (one place, which also turns a Hub id into its snapshot: `electra.hub`),
+which exports it once to OUT/exports/step_N and reuses that.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from electra.config import PretrainConfig, merge
 from electra.data.dataset import PretrainingDataset
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, space_advice, staged_dir
+from electra.hub import resolve_model_path
 from electra.model.card import RunFacts, write_model_card
 from electra.model.hf import save_pretrained
 from electra.objectives import ObjectiveContext, SpecialIds, build_objective, objective_step_flops
@@ -132,26 +134,29 @@ def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
     return out
 
 
-def model_dir(path: str | Path) -> Path:
-    """`path` as a model directory: a checkpoint becomes its export (OUT/exports/step_N,
-    written on first use, reused after), any other path is returned as it is. The one place
-    where `finetune --model`, `pretrain --init-from` and `export` take a checkpoint."""
-    p = Path(path)
+def model_dir(path: str | Path, revision: str | None = None, what: str = "--model") -> Path:
+    """`path` as a model directory: a Hub id its snapshot in the cache (`electra.hub`), a
+    checkpoint its export (OUT/exports/step_N, written on first use, reused after), any other
+    folder as it is. The one place where `finetune --model`, `pretrain --init-from` and
+    `export` take a checkpoint or an id. `revision`: the id's branch, tag or commit."""
+    p = resolve_model_path(path, revision, what)
     if not is_checkpoint(p):
         return p
     return export_checkpoint(p)
 
 
-def main_network_dir(path: str | Path) -> Path:
+def main_network_dir(path: str | Path, revision: str | None = None,
+                     what: str = "--model") -> Path:
     """The network fine-tuning starts from: for a checkpoint its export's discriminator (or an
-    MLM's model), any other path as it is."""
-    p = model_dir(path)
-    if p == Path(path):
+    MLM's model), a Hub id its snapshot, any other folder as it is."""
+    p = resolve_model_path(path, revision, what)
+    if not is_checkpoint(p):
         return p
+    export = export_checkpoint(p)
     for name in MAIN_NETWORKS:
-        if (p / name).is_dir():
-            return p / name
-    raise ElectraError(f"{p}: the export holds no {' or '.join(MAIN_NETWORKS)}/")
+        if (export / name).is_dir():
+            return export / name
+    raise ElectraError(f"{export}: the export holds no {' or '.join(MAIN_NETWORKS)}/")
 
 
 def _load(ckpt: Path) -> tuple[torch.nn.Module, dict[str, Any], Path, RunFacts]:

@@ -8,7 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from electra.cli_support import add_device_flag, add_precision_flags, show_progress
+from electra.cli_support import (
+    add_device_flag,
+    add_precision_flags,
+    add_revision_flag,
+    show_progress,
+)
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
 from electra.errors import EXIT_PREEMPTED, ElectraError, install_hint
 from electra.settings import add_settings_flags
@@ -38,14 +43,15 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--preset", choices=PRESET_NAMES,
                    help="model size and recipe: Table 5.1, or ours for CPUs (default tiny; "
                    "with --init-from, the checkpoint's size; docs/pretraining.md)")
-    p.add_argument("--init-from", metavar="DIR", help="continue pre-training from these "
+    p.add_argument("--init-from", metavar="DIR|ID", help="continue pre-training from these "
                    "weights: a finished run (OUT or OUT/final), a Hugging Face ELECTRA "
-                   "discriminator, or one encoder (ELECTRA or BERT, MLM head or none); sizes "
-                   "and vocabulary come from it, optimizer and schedule start fresh "
-                   "(docs/pretraining.md)")
-    p.add_argument("--init-generator", metavar="DIR", help="with --init-from: the generator "
-                   "(ElectraForMaskedLM or BertForMaskedLM) to continue; default: the run's "
-                   "own generator/, else a new one at the preset's width")
+                   "discriminator, or one encoder (ELECTRA or BERT, MLM head or none), as a "
+                   "folder or a Hub id ORG/NAME (from the Hub's cache); sizes and vocabulary "
+                   "come from it, optimizer and schedule start fresh (docs/pretraining.md)")
+    p.add_argument("--init-generator", metavar="DIR|ID", help="with --init-from: the generator "
+                   "(ElectraForMaskedLM or BertForMaskedLM) to continue, a folder or a Hub id; "
+                   "default: the run's own generator/, else a new one at the preset's width")
+    add_revision_flag(p, "--init-from")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES,
                    help="pre-training objective (default: electra); other objective settings "
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
@@ -144,6 +150,8 @@ def build_pretrain_config(args):
     starting point (else None)."""
     if args.init_generator and not args.init_from:
         raise ElectraError("--init-generator needs --init-from")
+    if args.revision and not args.init_from:
+        raise ElectraError("--revision picks a version of --init-from's Hub id; give --init-from")
     if args.steps is not None and (args.budget or args.budget_flops):
         raise ElectraError("--steps and a budget (--budget, --budget-flops) together: give one")
     if args.budget and args.budget_flops:
@@ -154,7 +162,8 @@ def build_pretrain_config(args):
         from electra.presets import infer_preset
         from electra.pretrain.init_from import adopt_checkpoint, find_source
 
-        source = find_source(args.init_from, args.init_generator, cfg.objective.name)
+        source = find_source(args.init_from, args.init_generator, cfg.objective.name,
+                             args.revision)
         if sources.of("model.hidden_size").kind != "preset":  # no preset named: the checkpoint's
             cfg, sources = resolve_pretrain_settings(args, infer_preset(source.main_config))
         adopt_checkpoint(cfg, source, sources)

@@ -22,6 +22,7 @@ import torch
 
 from electra.config import PretrainConfig
 from electra.errors import ElectraError
+from electra.hub import resolve_model_path, source_name, source_record
 from electra.model.hf import (
     architecture_of,
     is_discriminator,
@@ -60,8 +61,9 @@ class InitSource:
 
     def describe(self) -> dict[str, Any]:
         """What the run's config.json records of its starting point."""
-        return {"from": str(self.main),
-                "generator": str(self.generator) if self.generator else None,
+        return {**source_record(self.main, "from"),
+                **(source_record(self.generator, "generator") if self.generator
+                   else {"generator": None}),
                 "train_flops": self.train_flops}
 
 
@@ -71,17 +73,19 @@ def continues(objective: str) -> str | None:
 
 
 def find_source(init_dir: str | Path, generator_dir: str | Path | None,
-                objective: str) -> InitSource:
-    """Resolve `--init-from` (and `--init-generator`) for `objective`."""
+                objective: str, revision: str | None = None) -> InitSource:
+    """Resolve `--init-from` (and `--init-generator`) for `objective`. Either may be a Hub id
+    (`electra.hub`); `revision` picks the version of `--init-from`'s, `--init-generator`'s is
+    its main."""
     kind = continues(objective)
     if kind is None:
         supported = [name for name in REGISTRY if continues(name) is not None]
         raise ElectraError(f"--init-from: objective {objective!r} cannot start from a "
                            f"checkpoint (supported: {', '.join(supported)})")
-    root = Path(init_dir)
+    # a Hub id: its snapshot; a checkpoint (OUT/checkpoints/step_N): its export
+    root = model_dir(init_dir, revision, "--init-from")
     if not root.is_dir():
-        raise ElectraError(f"--init-from {root}: no such directory")
-    root = model_dir(root)  # a checkpoint (OUT/checkpoints/step_N): its export
+        raise ElectraError(f"--init-from {root}: not a directory")
     if (root / "final").is_dir():
         root = root / "final"  # a run's OUT (its config.json is the run's, not a model's)
     if (root / "config.json").is_file():
@@ -101,7 +105,7 @@ def find_source(init_dir: str | Path, generator_dir: str | Path | None,
             raise ElectraError(f"--init-generator: objective {objective!r} "
                                + ("trains no generator" if kind == "mlm"
                                   else "starts its generator fresh"))
-        generator = Path(generator_dir)
+        generator = resolve_model_path(generator_dir, what="--init-generator")
     main_cfg, head, flops = _read(main, "--init-from")
     source = InitSource(main, main_cfg, head, train_flops=flops)
     if source.main_head == "generator" and kind != "mlm":
@@ -186,7 +190,7 @@ def check_vocabulary(source: InitSource, data_dir: Path, data_checksum: str,
             raise ElectraError(
                 f"{data_dir}: prepared with another vocabulary (checksum {data_checksum[:12]}) "
                 f"than the checkpoint {source.main} ({ours[:12]}); prepare the text with "
-                f"`electra prepare --tokenizer {source.main}`")
+                f"`electra prepare --tokenizer {source_name(source.main)}`")
         return
     if data_vocab_size != source.main_config.vocab_size:
         raise ElectraError(f"{data_dir}: vocabulary of {data_vocab_size} tokens, the checkpoint "

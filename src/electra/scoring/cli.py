@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from electra.cli_support import LazyNames, add_device_flag, show_progress
+from electra.cli_support import LazyNames, add_device_flag, add_revision_flag, show_progress
 from electra.progress import Progress
 
 
@@ -26,7 +26,9 @@ def _scorer_names() -> tuple[str, ...]:
 def _add_scorer_flags(p, model_required: bool = True) -> None:
     p.add_argument("--model", required=model_required,
                    help="model directory: a masked LM (ELECTRA generator or BERT MLM), an "
-                   "Electric or ELECTRA-TT discriminator, or a two-tower generator")
+                   "Electric or ELECTRA-TT discriminator, or a two-tower generator; or a "
+                   "Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
+    add_revision_flag(p)
     p.add_argument("--generator", help="ELECTRA-TT: the two-tower generator directory")
     p.add_argument("--scorer", choices=LazyNames(_scorer_names), metavar="NAME",
                    help="%(choices)s; default: from the model's config.json (architecture and "
@@ -48,7 +50,8 @@ def _scorer_options(args):
 
     return ScorerOptions(model=args.model, generator=args.generator, scorer=args.scorer,
                          batch_size=args.batch_size, bf16=args.bf16, device=args.device,
-                         mask_prob=args.mask_prob, positives=args.tt_positives)
+                         mask_prob=args.mask_prob, positives=args.tt_positives,
+                         revision=args.revision)
 
 
 def _add_score(sub) -> None:

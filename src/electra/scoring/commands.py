@@ -27,6 +27,7 @@ class ScorerOptions:
     device: str = "auto"
     mask_prob: float | None = None
     positives: str = "n"
+    revision: str | None = None  # of a Hub id given as `model`
 
     def build(self) -> PllScorer:
         if self.model is None:
@@ -35,7 +36,7 @@ class ScorerOptions:
             raise ElectraError(f"--batch-size must be positive, got {self.batch_size}")
         device = resolve_device(self.device, self.bf16)
         return load_scorer(self.model, self.generator, self.scorer, device, self.bf16,
-                           self.mask_prob, self.positives)
+                           self.mask_prob, self.positives, self.revision)
 
 
 def score_file(options: ScorerOptions, input_path: str | Path, out_path: str | Path,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from electra.errors import ElectraError
+from electra.hub import resolve_model_path
 from electra.model.hf import (
     architecture_of,
     encoder_from_hf,
@@ -153,10 +154,14 @@ def load_two_tower_generator(generator_dir: str | Path) -> torch.nn.Module:
 
 def load_scorer(model_dir: str | Path, generator_dir: str | Path | None = None,
                 scorer: str | None = None, device: str | torch.device = "cpu",
-                bf16: bool = False, mask_prob: float | None = None, positives: str = "n"
-                ) -> PllScorer:
+                bf16: bool = False, mask_prob: float | None = None, positives: str = "n",
+                revision: str | None = None) -> PllScorer:
     """A ready scorer. `scorer` overrides what the metadata says; `mask_prob` (ELECTRA-TT's
-    k / n) defaults to the training run's, else 0.15; `positives`: see `tt_noise_ratio`."""
+    k / n) defaults to the training run's, else 0.15; `positives`: see `tt_noise_ratio`.
+    `model_dir` and `generator_dir` may be Hub ids (`electra.hub`; `revision`: the model's)."""
+    model_dir = resolve_model_path(model_dir, revision)
+    if generator_dir is not None:
+        generator_dir = resolve_model_path(generator_dir, what="--generator")
     name = scorer or detect_scorer(model_dir)
     if name not in SCORERS:
         raise ElectraError(f"unknown scorer {name!r}; choose one of {', '.join(SCORER_NAMES)}")
