@@ -67,7 +67,13 @@ def _add_finetune_flags(p, train: bool) -> None:
                    help=lambda: _task_help(train))
     p.add_argument("--data", required=True, help="data directory (GLUE: the folder holding "
                    "CoLA/, SST-2/, ...; or one task's folder; SQuAD: {train,dev,test}-v1.1.json "
-                   "or -v2.0.json, .gz ok)")
+                   "or -v2.0.json, .gz ok), or a Hugging Face Hub dataset id, ORG/NAME (from the "
+                   "Hub's cache; docs/finetuning.md)")
+    p.add_argument("--data-config", metavar="NAME", help="read DATA/NAME/: a config of a Hub "
+                   "dataset (nyu-mll/glue: sst2, mnli, ...), local or by id (default: DATA, and "
+                   "the task's own config folders where it has them, as GLUE's)")
+    p.add_argument("--data-revision", metavar="REV", help="with a Hub dataset id as --data: its "
+                   "branch, tag or commit (default: main)")
     p.add_argument("--out", required=True)
     p.add_argument("--max-seq-len", type=int, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
@@ -196,7 +202,8 @@ def run_finetune(args) -> FinetuneResult:
 
         names = args.glue_tasks.split(",") if args.glue_tasks else None
         res = run_glue(args.model, args.data, args.out, settings, names, progress, sources,
-                       revision=args.revision)
+                       revision=args.revision, data_config=args.data_config,
+                       data_revision=args.data_revision)
         add_card_extra(args.out, extra)
         return FinetuneResult(
             args.out, GLUE_SUITE, res, f"{args.out}/results.json", None,
@@ -207,7 +214,8 @@ def run_finetune(args) -> FinetuneResult:
         options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
     task = get_task(args.task, **options, label_names=parse_label_names(args.label_names))
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
-                   sources=sources, revision=args.revision)
+                   sources=sources, revision=args.revision, data_config=args.data_config,
+                   data_revision=args.data_revision)
     add_card_extra(args.out, extra)
     return FinetuneResult(args.out, res["task"], res, f"{args.out}/results.json",
                           res["best_model"],
@@ -220,7 +228,8 @@ def _run_evaluate(args) -> None:
 
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False)[0], args.max_seq_len,
-                   revision=args.revision)
+                   revision=args.revision, data_config=args.data_config,
+                   data_revision=args.data_revision)
     print(json.dumps({"task": res["task"], "scores": res["scores"]}))
 
 
@@ -229,5 +238,6 @@ def _run_predict(args) -> None:
 
     written = predict(args.model, args.data, args.out, args.task,
                       _finetune_settings(args, train=False)[0], args.max_seq_len,
-                      revision=args.revision)
+                      revision=args.revision, data_config=args.data_config,
+                      data_revision=args.data_revision)
     print(json.dumps({"written": written}))
