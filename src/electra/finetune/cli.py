@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from electra.cli_support import (
     LazyHelpStore,
     add_device_flag,
+    add_license_flag,
     add_precision_flags,
     add_revision_flag,
     per_size,
@@ -39,6 +40,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_run_finetune)
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the model "
                    "card (README.md) of every model written under OUT")
+    add_license_flag(p, "every model's under OUT")
     p = sub.add_parser("evaluate", help="score a fine-tuned model on a dev set",
                        description="Evaluate a model written by `electra finetune` (OUT/model) "
                        "and write OUT/results.json and the dev predictions.")
@@ -189,13 +191,14 @@ def _run_finetune(args) -> None:
 
 def run_finetune(args) -> FinetuneResult:
     from electra.finetune.run import finetune
-    from electra.model.card import add_card_extra, read_card_extra
+    from electra.model.card import add_card_extra, read_card_extra, read_card_license
     from electra.tasks import get_task
     from electra.tasks.hub_layout import parse_label_names
     from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 
     settings, sources = _finetune_settings(args, train=True)
     extra = read_card_extra(args.card_extra)
+    card_license = read_card_license(args.license)
     progress = show_progress(args.quiet)
     if args.task.lower() == GLUE_SUITE:
         from electra.finetune.glue_suite import run_glue
@@ -204,7 +207,7 @@ def run_finetune(args) -> FinetuneResult:
         res = run_glue(args.model, args.data, args.out, settings, names, progress, sources,
                        revision=args.revision, data_config=args.data_config,
                        data_revision=args.data_revision)
-        add_card_extra(args.out, extra)
+        add_card_extra(args.out, extra, card_license)
         return FinetuneResult(
             args.out, GLUE_SUITE, res, f"{args.out}/results.json", None,
             {"glue_score": res["glue_score"],
@@ -216,7 +219,7 @@ def run_finetune(args) -> FinetuneResult:
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
                    sources=sources, revision=args.revision, data_config=args.data_config,
                    data_revision=args.data_revision)
-    add_card_extra(args.out, extra)
+    add_card_extra(args.out, extra, card_license)
     return FinetuneResult(args.out, res["task"], res, f"{args.out}/results.json",
                           res["best_model"],
                           {"task": res["task"], "median": res["median"],
