@@ -116,6 +116,16 @@ def test_finetune_by_dataset_id_scores_as_from_a_local_folder(offline, local_glu
     evaluated = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert evaluated["scores"] == by_id["median"]
     assert (evaluated["data"], evaluated["data_revision"]) == (REPO, MAIN)
+    # --task glue finds the tasks whose configs the snapshot holds: here SST-2 alone
+    assert main(["finetune", "--model", str(tiny_model), "--task", "glue", "--data", REPO,
+                 "--out", str(tmp_path / "glue"), "--max-train-examples", "96",
+                 "--max-eval-examples", "64", "--epochs", "1", "--batch-size", "16", "--seed",
+                 "3", "--quiet"]) == 0
+    suite = json.loads((tmp_path / "glue" / "results.json").read_text())
+    assert list(suite["tasks"]) == ["SST-2"]
+    assert suite["tasks"]["SST-2"]["medians"] == local["median"]
+    task = json.loads((tmp_path / "glue" / "SST-2" / "results.json").read_text())
+    assert (task["data"], task["data_revision"]) == (REPO, MAIN)
 
 
 @needs_sst2
