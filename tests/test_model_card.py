@@ -26,6 +26,7 @@ from electra.model.task_heads import SequenceHead, TokenHead
 
 EXTRA = "## Intended use\n\nA test of the card's own section."
 STEPS, SEQ_LEN, SEEDS = 4, 32, 2
+LICENSES = {"pt": "apache-2.0", "ft": "mit", "hf": "cc-by-4.0"}  # --license of each command
 
 
 def _user_data(directory: Path) -> Path:
@@ -40,7 +41,8 @@ def _user_data(directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, data_dir) -> Path:
     """A tiny pre-training run, a 2-seed fine-tune of its discriminator and an `electra export
-    --hf` of the fine-tuned model, each with --card-extra."""
+    --hf` of the fine-tuned model, each with --card-extra and its own --license (LICENSES);
+    and the export again without either."""
     root = tmp_path_factory.mktemp("cards")
     cfg = copy.deepcopy(TINY)
     cfg["train"]["steps"] = STEPS
@@ -48,12 +50,16 @@ def runs(tmp_path_factory, data_dir) -> Path:
     (root / "extra.md").write_text(EXTRA + "\n")
     extra = ["--card-extra", str(root / "extra.md")]
     assert main(["pretrain", "--config", str(root / "tiny.json"), "--data", str(data_dir),
-                 "--out", str(root / "pt"), "--quiet", *extra]) == 0
+                 "--out", str(root / "pt"), "--quiet", *extra,
+                 "--license", LICENSES["pt"]]) == 0
     assert main(["finetune", "--model", str(root / "pt" / "final" / "discriminator"),
                  "--task", "user", "--text-a", "text", "--label", "label", "--data",
                  str(_user_data(root / "user")), "--out", str(root / "ft"), "--epochs", "1",
-                 "--seeds", str(SEEDS), "--save-all-seeds", "--quiet", *extra]) == 0
-    assert main(["export", str(root / "ft" / "model"), "--hf", str(root / "hf"), *extra]) == 0
+                 "--seeds", str(SEEDS), "--save-all-seeds", "--quiet", *extra,
+                 "--license", LICENSES["ft"]]) == 0
+    assert main(["export", str(root / "ft" / "model"), "--hf", str(root / "hf"), *extra,
+                 "--license", LICENSES["hf"]]) == 0
+    assert main(["export", str(root / "ft" / "model"), "--hf", str(root / "plain" / "hf")]) == 0
     return root
 
 
@@ -108,6 +114,34 @@ def test_finetuned_card_reports_the_median_and_every_seed(runs):
         assert _metrics(own) == {m: (v, f"dev {m} (seed {seed['seed']})")
                                  for m, v in seed["scores"].items()}
         assert own.text.endswith(EXTRA + "\n")
+
+
+def test_license_is_stated_where_given_and_only_there(runs):
+    """--license reaches every card its command writes: each OUT/final/ network, OUT/model and
+    every kept seed's, an export's; the card is otherwise the one written without it."""
+    folders = {"pt": [runs / "pt" / "final" / "discriminator", runs / "pt" / "final" / "generator"],
+               "ft": [runs / "ft" / "model", *sorted(runs.glob("ft/seed*/model"))],
+               "hf": [runs / "hf"]}
+    assert len(folders["ft"]) == 1 + SEEDS
+    for command, paths in folders.items():
+        for folder in paths:
+            assert _card(folder).data.license == LICENSES[command]
+    plain, licensed = _card(runs / "plain" / "hf"), _card(runs / "hf")
+    assert plain.data.license is None
+    assert "license" not in (runs / "plain" / "hf" / "README.md").read_text().split("---")[1]
+    assert {**plain.data.to_dict(), "license": LICENSES["hf"]} == licensed.data.to_dict()
+    assert licensed.text == plain.text.rstrip("\n") + "\n\n" + EXTRA + "\n"
+
+
+def test_license_ids_are_checked_before_a_run(tmp_path, tiny_model):
+    for bad in ("", "apache 2.0"):
+        with pytest.raises(ElectraError) as e:
+            card_module.read_card_license(bad)
+        assert str(e.value) == (f"--license {bad!r}: a license id without spaces, as the Hub "
+                                "names them (apache-2.0, mit, cc-by-4.0, ...)")
+    assert main(["export", str(tiny_model), "--hf", str(tmp_path / "out"), "--license",
+                 "my license"]) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_exported_hf_folder_has_the_kept_seeds_card(runs):

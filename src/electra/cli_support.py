@@ -34,6 +34,13 @@ def add_revision_flag(p: argparse.ArgumentParser, flags: str = "--model") -> Non
                    "tag or commit (default: main)")
 
 
+def add_license_flag(p: argparse.ArgumentParser, cards: str) -> None:
+    """`--license`, beside `--card-extra`: the license `cards` state (`electra.model.card`)."""
+    p.add_argument("--license", metavar="ID", help=f"the license {cards} model card states in "
+                   "its metadata: an id the Hugging Face Hub accepts (apache-2.0, mit, "
+                   "cc-by-4.0, ...; default: none stated)")
+
+
 def add_precision_flags(p: argparse.ArgumentParser) -> None:
     """`--precision` and its aliases `--bf16` and `--fp32`, one `args.precision` (None when
     none is given: the command's default, auto; `electra.precision`)."""

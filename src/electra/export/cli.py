@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.cli_support import add_revision_flag
+from electra.cli_support import add_license_flag, add_revision_flag
 
 
 def add_parsers(sub) -> None:
@@ -40,6 +40,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to OUT's "
                    "model card (README.md)")
+    add_license_flag(p, "OUT's")
     p.set_defaults(func=_run)
 
 
@@ -61,7 +62,7 @@ def _run(args) -> None:
 
 def run_export(args) -> ExportResult:
     from electra.errors import ElectraError
-    from electra.model.card import read_card_extra
+    from electra.model.card import read_card_extra, read_card_license
 
     if args.int8 and not args.onnx:
         raise ElectraError("--int8 goes with --onnx")
@@ -73,12 +74,14 @@ def run_export(args) -> ExportResult:
     )
 
     extra = read_card_extra(args.card_extra)
+    card_license = read_card_license(args.license)
     if args.step is not None or is_checkpoint(args.model):
         checkpoint = checkpoint_dir(args.model, args.step)
         if not args.onnx:
             return ExportResult(str(export_checkpoint(checkpoint, args.hf,
                                                       overwrite=args.overwrite,
-                                                      card_extra=extra)), "hf")
+                                                      card_extra=extra,
+                                                      card_license=card_license)), "hf")
         args.model = str(main_network_dir(checkpoint))
     elif not (args.onnx or args.hf):
         raise ElectraError("give --onnx OUT or --hf OUT (or a pre-training checkpoint as MODEL)")
@@ -86,10 +89,12 @@ def run_export(args) -> ExportResult:
         from electra.export.onnx import export_onnx
 
         report = export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
-                             overwrite=args.overwrite, card_extra=extra, revision=args.revision)
+                             overwrite=args.overwrite, card_extra=extra, revision=args.revision,
+                             card_license=card_license)
         return ExportResult(str(args.onnx), "onnx", report)
     from electra.export.serving import write_task_dir
 
     return ExportResult(str(write_task_dir(args.model, args.task, args.hf,
                                            overwrite=args.overwrite, card_extra=extra,
-                                           revision=args.revision)), "hf")
+                                           revision=args.revision,
+                                           card_license=card_license)), "hf")

@@ -134,11 +134,12 @@ def quantize_int8(source: Path, target: Path) -> None:
 
 def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = None,
                 int8: bool = False, overwrite: bool = False, card_extra: str | None = None,
-                revision: str | None = None) -> dict:
+                revision: str | None = None, card_license: str | None = None) -> dict:
     """Write OUT/model.onnx (+ model.int8.onnx), the model's config.json and tokenizer files,
     export.json (inputs, outputs, differences from PyTorch) and the model card (`card_extra`:
-    the user's own section appended). Nothing is kept when the fp32 graph differs from PyTorch
-    by more than `FP32_TOLERANCE`. `model_dir` may be a Hub id (at `revision`)."""
+    the user's own section appended; `card_license`: the license its metadata states). Nothing
+    is kept when the fp32 graph differs from PyTorch by more than `FP32_TOLERANCE`.
+    `model_dir` may be a Hub id (at `revision`)."""
     require_onnx()
     model_dir, out = resolve_model_path(model_dir, revision, "MODEL"), Path(out_dir)
     check_out_dir(out, overwrite)
@@ -168,7 +169,7 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = N
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         copy_tokenizer_files(model_dir, tmp)
         (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
-        write_model_card(tmp, name=default_name(out), extra=card_extra)
+        write_model_card(tmp, name=default_name(out), extra=card_extra, license_id=card_license)
     print(f"{out / 'model.onnx'}: {served.kind}, outputs {', '.join(served.output_names)}; "
           f"ONNX Runtime vs PyTorch max |diff| {report['max_abs_diff']:.2e}"
           + (f" (int8: {report['int8_max_abs_diff']:.2e})" if int8 else ""), file=sys.stderr)

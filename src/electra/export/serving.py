@@ -132,10 +132,11 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
 
 def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,
                    overwrite: bool = False, card_extra: str | None = None,
-                   revision: str | None = None) -> Path:
+                   revision: str | None = None, card_license: str | None = None) -> Path:
     """A fine-tuned model, or one task of a multi-task model, as a single-task fine-tuned
     directory in the current layout (for `AutoModelFor...`, pipelines and `electra
-    predict`), with its model card (`card_extra`: the user's own section appended).
+    predict`), with its model card (`card_extra`: the user's own section appended;
+    `card_license`: the license its metadata states).
     `model_dir` may be a Hub id (at `revision`)."""
     model_dir = resolve_model_path(model_dir, revision, "MODEL")
     check_out_dir(Path(out_dir), overwrite)
@@ -145,5 +146,6 @@ def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,
     with staged_dir(out_dir) as tmp:
         write_model_files(tmp, config, state, model_dir)
         (tmp / FINETUNE_FILE).write_text(json.dumps(task_info, indent=2) + "\n")
-        write_model_card(tmp, name=default_name(Path(out_dir)), extra=card_extra)
+        write_model_card(tmp, name=default_name(Path(out_dir)), extra=card_extra,
+                         license_id=card_license)
     return Path(out_dir)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from electra.cli_support import (
     LazyHelpStore,
     add_device_flag,
+    add_license_flag,
     add_precision_flags,
     add_revision_flag,
     per_size,
@@ -39,6 +40,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_run_finetune)
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the model "
                    "card (README.md) of every model written under OUT")
+    add_license_flag(p, "every model's under OUT")
     p = sub.add_parser("evaluate", help="score a fine-tuned model on a dev set",
                        description="Evaluate a model written by `electra finetune` (OUT/model) "
                        "and write OUT/results.json and the dev predictions.")
@@ -67,7 +69,13 @@ def _add_finetune_flags(p, train: bool) -> None:
                    help=lambda: _task_help(train))
     p.add_argument("--data", required=True, help="data directory (GLUE: the folder holding "
                    "CoLA/, SST-2/, ...; or one task's folder; SQuAD: {train,dev,test}-v1.1.json "
-                   "or -v2.0.json, .gz ok)")
+                   "or -v2.0.json, .gz ok), or a Hugging Face Hub dataset id, ORG/NAME (from the "
+                   "Hub's cache; docs/finetuning.md)")
+    p.add_argument("--data-config", metavar="NAME", help="read DATA/NAME/: a config of a Hub "
+                   "dataset (nyu-mll/glue: sst2, mnli, ...), local or by id (default: DATA, and "
+                   "the task's own config folders where it has them, as GLUE's)")
+    p.add_argument("--data-revision", metavar="REV", help="with a Hub dataset id as --data: its "
+                   "branch, tag or commit (default: main)")
     p.add_argument("--out", required=True)
     p.add_argument("--max-seq-len", type=int, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
@@ -183,21 +191,23 @@ def _run_finetune(args) -> None:
 
 def run_finetune(args) -> FinetuneResult:
     from electra.finetune.run import finetune
-    from electra.model.card import add_card_extra, read_card_extra
+    from electra.model.card import add_card_extra, read_card_extra, read_card_license
     from electra.tasks import get_task
     from electra.tasks.hub_layout import parse_label_names
     from electra.tasks.squad import VERSIONS as SQUAD_VERSIONS
 
     settings, sources = _finetune_settings(args, train=True)
     extra = read_card_extra(args.card_extra)
+    card_license = read_card_license(args.license)
     progress = show_progress(args.quiet)
     if args.task.lower() == GLUE_SUITE:
         from electra.finetune.glue_suite import run_glue
 
         names = args.glue_tasks.split(",") if args.glue_tasks else None
         res = run_glue(args.model, args.data, args.out, settings, names, progress, sources,
-                       revision=args.revision)
-        add_card_extra(args.out, extra)
+                       revision=args.revision, data_config=args.data_config,
+                       data_revision=args.data_revision)
+        add_card_extra(args.out, extra, card_license)
         return FinetuneResult(
             args.out, GLUE_SUITE, res, f"{args.out}/results.json", None,
             {"glue_score": res["glue_score"],
@@ -207,8 +217,9 @@ def run_finetune(args) -> FinetuneResult:
         options = {"doc_stride": args.doc_stride, "max_query_len": args.max_query_len}
     task = get_task(args.task, **options, label_names=parse_label_names(args.label_names))
     res = finetune(args.model, args.task, args.data, args.out, settings, progress, task=task,
-                   sources=sources, revision=args.revision)
-    add_card_extra(args.out, extra)
+                   sources=sources, revision=args.revision, data_config=args.data_config,
+                   data_revision=args.data_revision)
+    add_card_extra(args.out, extra, card_license)
     return FinetuneResult(args.out, res["task"], res, f"{args.out}/results.json",
                           res["best_model"],
                           {"task": res["task"], "median": res["median"],
@@ -220,7 +231,8 @@ def _run_evaluate(args) -> None:
 
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False)[0], args.max_seq_len,
-                   revision=args.revision)
+                   revision=args.revision, data_config=args.data_config,
+                   data_revision=args.data_revision)
     print(json.dumps({"task": res["task"], "scores": res["scores"]}))
 
 
@@ -229,5 +241,6 @@ def _run_predict(args) -> None:
 
     written = predict(args.model, args.data, args.out, args.task,
                       _finetune_settings(args, train=False)[0], args.max_seq_len,
-                      revision=args.revision)
+                      revision=args.revision, data_config=args.data_config,
+                      data_revision=args.data_revision)
     print(json.dumps({"written": written}))

@@ -1,12 +1,26 @@
-"""A task's examples as a run reads them: the training set and the evaluation splits, each cut
-to the settings' first K examples."""
+"""A task's examples as a run reads them: the data folder (a Hub dataset id's snapshot, or one
+config of it), the training set and the evaluation splits, each cut to the settings' first K
+examples."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from electra.errors import ElectraError
 from electra.finetune.settings import FinetuneSettings
+from electra.hub import resolve_data_path
 from electra.tasks import Task
 from electra.tasks.base import Example
+
+
+def data_folder(data_dir: str | Path, tasks: Sequence[Task], config: str | None = None,
+                revision: str | None = None) -> str | Path:
+    """The folder the tasks read for --data: a local folder as given, a Hub dataset id's
+    snapshot (fetching the folders the tasks look in, or `config`'s: --data-config, at
+    `revision`: --data-revision), or with `config` that folder of either."""
+    configs = [c for task in tasks for c in task.hub_configs]
+    return resolve_data_path(data_dir, config, revision, configs)
 
 
 def train_examples_of(task: Task, data_dir, settings: FinetuneSettings) -> list[Example]:

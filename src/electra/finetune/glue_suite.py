@@ -9,6 +9,7 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.finetune.evaluation import primary_key
+from electra.finetune.examples import data_folder
 from electra.finetune.model_io import source_dir
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
@@ -38,10 +39,15 @@ def glue_tasks(data_dir: str | Path, names: list[str] | None = None) -> list[str
 def run_glue(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              settings: FinetuneSettings | None = None, names: list[str] | None = None,
              show_progress: bool | Progress = False, sources: Sources | None = None,
-             revision: str | None = None) -> dict:
+             revision: str | None = None, data_config: str | None = None,
+             data_revision: str | None = None) -> dict:
     """Fine-tune every GLUE task found (or `names`) from `model_dir` (a folder, a checkpoint or
-    a Hub id at `revision`, read once for all tasks); write and return OUT/results.json."""
+    a Hub id at `revision`, read once for all tasks); write and return OUT/results.json.
+    `data_dir`: a folder or a Hub dataset id (at `data_revision`; nyu-mll/glue: the requested
+    tasks' configs, or every task's), `data_config` its config folder."""
     model_dir = source_dir(model_dir, revision)
+    wanted = [GlueTask(name) for name in (glue_tasks(data_dir, names) if names else SPECS)]
+    data_dir = data_folder(data_dir, wanted, data_config, data_revision)
     out = Path(out_dir)
     per_task = {}
     for name in glue_tasks(data_dir, names):

@@ -12,7 +12,7 @@ from pathlib import Path
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.evaluation import evaluate_splits, predict_examples, primary_key
-from electra.finetune.examples import eval_sets_of
+from electra.finetune.examples import data_folder, eval_sets_of
 from electra.finetune.heads import FinetuneModel
 from electra.finetune.model_io import load_finetuned
 from electra.finetune.settings import FinetuneSettings
@@ -23,12 +23,16 @@ from electra.tasks import Task, get_task_name, task_from_state
 
 def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
             task_name: str | None = None, settings: FinetuneSettings | None = None,
-            max_seq_len: int | None = None, revision: str | None = None) -> list[str]:
-    """Write test-set predictions of a fine-tuned model (a folder, or a Hub id at `revision`);
-    returns the files written."""
+            max_seq_len: int | None = None, revision: str | None = None,
+            data_config: str | None = None, data_revision: str | None = None) -> list[str]:
+    """Write test-set predictions of a fine-tuned model (a folder, or a Hub id at `revision`)
+    for `data_dir` (a folder, or a Hub dataset id at `data_revision`; `data_config`: its config
+    folder); returns the files written."""
     model_dir = resolve_model_path(model_dir, revision)
     views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
+    data_dir = data_folder(data_dir, [task for task, _ in views], data_config, data_revision)
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     for task, model in views:
         written += task.write_test(out / task.name if multi else out, data_dir,
@@ -39,14 +43,18 @@ def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
 
 def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              task_name: str | None = None, settings: FinetuneSettings | None = None,
-             max_seq_len: int | None = None, revision: str | None = None) -> dict:
+             max_seq_len: int | None = None, revision: str | None = None,
+             data_config: str | None = None, data_revision: str | None = None) -> dict:
     """Score a fine-tuned model (a folder, or a Hub id at `revision`) on the task's dev
-    split(s); writes results.json. The sequence length is the one it was fine-tuned with unless
-    `max_seq_len` is given. A multi-task model is scored on each task it knows (or on
+    split(s) of `data_dir` (a folder, or a Hub dataset id at `data_revision`; `data_config`: its
+    config folder); writes results.json. The sequence length is the one it was fine-tuned with
+    unless `max_seq_len` is given. A multi-task model is scored on each task it knows (or on
     `task_name`), in OUT/<task>/, with a summary in OUT/results.json."""
     model_dir = resolve_model_path(model_dir, revision)
     views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
+    data_dir = data_folder(data_dir, [task for task, _ in views], data_config, data_revision)
+    out.mkdir(parents=True, exist_ok=True)
     per_task = {}
     for task, model in views:
         task_out = out / task.name if multi else out
@@ -56,7 +64,7 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
         per_task[task.name] = {"task": task.name, "metric_names": list(scores),
                                "primary_metric": primary_key(task), "scores": scores,
                                "predictions": paths, **source_record(model_dir, "model"),
-                               "data": str(data_dir)}
+                               **source_record(data_dir, "data")}
         write_atomic(task_out / "results.json", json.dumps(per_task[task.name], indent=2) + "\n")
     if not multi:
         return per_task[views[0][0].name]
@@ -66,24 +74,23 @@ def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
                "tasks": {name: r["scores"] for name, r in per_task.items()},
                **task_summary({name: (r["primary_metric"], r["scores"][r["primary_metric"]])
                                for name, r in per_task.items()}),
-               **source_record(model_dir, "model"), "data": str(data_dir)}
+               **source_record(model_dir, "model"), **source_record(data_dir, "data")}
     write_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
     return results
 
 
 def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: str | None,
                        settings: FinetuneSettings | None, max_seq_len: int | None):
-    """([(task, single-task model view) ...], tokenizer, settings, device, created out dir,
-    whether the model is multi-task) for `evaluate` and `predict`."""
+    """([(task, single-task model view) ...], tokenizer, settings, device, the out dir (not yet
+    created: the data is found first), whether the model is multi-task) for `evaluate` and
+    `predict`."""
     model, tokenizer, info = load_finetuned(model_dir)
     views = task_views(model, info, task_name)
     settings = eval_settings(settings, info, max_seq_len)
     settings.check_model(model.encoder.config)
     device, settings.precision = device_and_precision(settings.device, settings.precision)
     model.to(device)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    return views, tokenizer, settings, device, out, "tasks" in info
+    return views, tokenizer, settings, device, Path(out_dir), "tasks" in info
 
 
 def task_views(model, info: dict, task_name: str | None) -> list[tuple[Task, FinetuneModel]]:

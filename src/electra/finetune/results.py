@@ -22,7 +22,8 @@ def task_results(task: Task, seeds: list[dict], resolved: dict, model_dir, data_
                  train: list[Example], eval_sets: dict[str, list[Example]], out: Path,
                  **extra) -> dict:
     """A task's results.json: per-seed scores, their summaries and medians, the settings and
-    the data's sizes; `extra` fields go just before "best_model"."""
+    the data's sizes; `extra` fields go just before "best_model". A Hub dataset's snapshot is
+    recorded as its id and commit (`electra.hub.source_record`), as the model is."""
     metric_keys = list(seeds[0]["scores"])
     return {
         "task": task.name,
@@ -33,7 +34,7 @@ def task_results(task: Task, seeds: list[dict], resolved: dict, model_dir, data_
         "median": {m: statistics.median([s["scores"][m] for s in seeds]) for m in metric_keys},
         "settings": resolved,
         **source_record(model_dir, "model"),
-        "data": str(data_dir),
+        **source_record(data_dir, "data"),
         "num_train_examples": len(train),
         "num_eval_examples": {s: len(e) for s, e in eval_sets.items()},
         **extra,

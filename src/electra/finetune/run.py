@@ -24,7 +24,7 @@ import torch
 
 from electra.fileutil import write_atomic
 from electra.finetune.evaluation import evaluate_splits, primary_key
-from electra.finetune.examples import eval_sets_of, train_examples_of
+from electra.finetune.examples import data_folder, eval_sets_of, train_examples_of
 from electra.finetune.heads import FinetuneModel, check_head
 from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
@@ -88,12 +88,14 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
              show_progress: bool | Progress = False,
              task: Task | None = None, teacher: TargetsFactory | None = None,
              extra_info: dict | None = None, sources: Sources | None = None,
-             revision: str | None = None) -> dict:
+             revision: str | None = None, data_config: str | None = None,
+             data_revision: str | None = None) -> dict:
     """Fine-tune `settings.seeds` times from `model_dir`; write and return results.json. With
     `teacher`, the targets are annealed mixtures of gold labels and a teacher's predictions
     (Single->Single distillation); `extra_info` is recorded in results.json and the model.
     `sources`: where each setting came from (`electra.settings.resolve`), for OUT/run.json.
-    `model_dir`: a folder, a pre-training checkpoint or a Hub id (at `revision`)."""
+    `model_dir`: a folder, a pre-training checkpoint or a Hub id (at `revision`); `data_dir`: a
+    folder or a Hub dataset id (at `data_revision`), `data_config` its config folder."""
     from electra.runtime.speed import configure_process_for_speed
 
     settings = settings or FinetuneSettings()
@@ -116,6 +118,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     settings = dataclasses.replace(settings,
                                    max_seq_len=settings.max_seq_len or task.default_max_seq_len)
 
+    data_dir = data_folder(data_dir, [task], data_config, data_revision)
     train = train_examples_of(task, data_dir, settings)
     eval_sets = eval_sets_of(task, data_dir, settings)
     features = task.featurize(train, tokenizer, settings.max_seq_len)
@@ -131,7 +134,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     write_settings(out, {"finetune": used})
     write_run_record(out, {**source_record(model_dir, "model"), "task": task.name,
-                           "data": str(data_dir),
+                           **source_record(data_dir, "data"),
                            "settings": SETTINGS_FILE,
                            "sources": sources.to_json() if sources is not None else None})
 

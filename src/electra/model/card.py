@@ -11,7 +11,8 @@ the run did not record is left out, never guessed.
 `huggingface_hub` writes the card (`ModelCard`, `ModelCardData`, `EvalResult`). The `tokenizers`
 package electra needs installs it, and the `hf` extra names it; where it is missing all the
 same, no card is written and a debug record says so (`write_model_card` returns None), while
-`read_card_extra` (a user's own section, asked for by name) requires it.
+`read_card_extra` and `read_card_license` (a user's own section and license, asked for by name)
+require it.
 """
 
 from __future__ import annotations
@@ -78,22 +79,53 @@ def read_card_extra(path: str | Path | None) -> str | None:
         raise ElectraError(f"--card-extra {path}: cannot read it ({e.strerror})") from None
 
 
-def add_card_extra(root: str | Path, extra: str | None) -> list[Path]:
-    """Append `extra` to the card of every model folder under `root` (a run's OUT); returns the
-    cards changed."""
-    if not extra:
+def read_card_license(license_id: str | None) -> str | None:
+    """The license the user states for the cards (`--license ID`: an id the Hub accepts, such
+    as apache-2.0, mit or cc-by-4.0), checked before a run. Without it no card states one:
+    the run cannot know the license of the data and weights it started from."""
+    if license_id is None:
+        return None
+    if not license_id or any(c.isspace() for c in license_id):
+        raise ElectraError(f"--license {license_id!r}: a license id without spaces, as the Hub "
+                           "names them (apache-2.0, mit, cc-by-4.0, ...)")
+    if not hub_library_available():
+        raise ElectraError(f"--license {license_id}: model cards need huggingface_hub: "
+                           f"{install_hint('hf')}")
+    return license_id
+
+
+def add_card_extra(root: str | Path, extra: str | None,
+                   license_id: str | None = None) -> list[Path]:
+    """Append `extra` to the card of every model folder under `root` (a run's OUT), and state
+    `license_id` in its metadata; returns the cards changed."""
+    if not extra and not license_id:
         return []
     cards = [p for p in sorted(Path(root).rglob(CARD_FILE)) if (p.parent / "config.json").is_file()]
     for card in cards:
-        write_atomic(card, card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + extra + "\n")
+        text = card.read_text(encoding="utf-8")
+        if license_id:
+            text = with_license(text, license_id)
+        if extra:
+            text = text.rstrip("\n") + "\n\n" + extra + "\n"
+        write_atomic(card, text)
     return cards
 
 
+def with_license(text: str, license_id: str) -> str:
+    """A card's text with `license: ID` in its metadata, the rest as it was."""
+    from huggingface_hub import ModelCard
+
+    card = ModelCard(text)
+    card.data.license = license_id
+    return str(card)
+
+
 def write_model_card(folder: str | Path, run: RunFacts | None = None, name: str | None = None,
-                     extra: str | None = None) -> Path | None:
+                     extra: str | None = None, license_id: str | None = None) -> Path | None:
     """Write FOLDER/README.md from the folder's own records and `run`; return its path, or None
     where huggingface_hub is missing. `name`: the model's name (default: the folder's, or its
-    run's for OUT/final/NAME and OUT/model); give it when FOLDER is a staged directory."""
+    run's for OUT/final/NAME and OUT/model); give it when FOLDER is a staged directory.
+    `extra`: the user's own section (--card-extra); `license_id`: their --license."""
     folder = Path(folder)
     if not hub_library_available():
         LOG.debug("%s: no model card written (huggingface_hub is not installed: %s)", folder,
@@ -101,6 +133,8 @@ def write_model_card(folder: str | Path, run: RunFacts | None = None, name: str 
         return None
     card = Card(folder, run or RunFacts(), name or default_name(folder))
     text = card.render()
+    if license_id:
+        text = with_license(text, license_id)
     if extra:
         text = text.rstrip("\n") + "\n\n" + extra.strip() + "\n"
     path = folder / CARD_FILE

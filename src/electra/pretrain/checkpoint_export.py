@@ -66,15 +66,17 @@ def export_module(module: torch.nn.Module, path: Path, tokenizer_dir: Path,
 
 def export_networks(objective: torch.nn.Module, root: Path, tokenizer_dir: Path,
                     extra: dict[str, Any], card: RunFacts | None = None,
-                    name: str | None = None, card_extra: str | None = None) -> dict[str, str]:
+                    name: str | None = None, card_extra: str | None = None,
+                    card_license: str | None = None) -> dict[str, str]:
     """ROOT/<network> for each of the objective's exportable networks, each with its model
     card (`card`: what the folder does not record): the final export (OUT/final) and a
     checkpoint's alike. `name`: the cards' model name, NAME-<network> (default: from ROOT);
-    `card_extra`: the user's own section (`--card-extra`)."""
+    `card_extra`: the user's own section (`--card-extra`); `card_license`: their `--license`."""
     written = {}
     for network, module in objective.exportable().items():
         path = export_module(module, root / network, tokenizer_dir, extra)
-        write_model_card(path, card, f"{name}-{network}" if name else None, card_extra)
+        write_model_card(path, card, f"{name}-{network}" if name else None, card_extra,
+                         card_license)
         written[network] = str(path)
     return written
 
@@ -112,7 +114,8 @@ def export_dir(ckpt: Path) -> Path:
 
 
 def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
-                      overwrite: bool = False, card_extra: str | None = None) -> Path:
+                      overwrite: bool = False, card_extra: str | None = None,
+                      card_license: str | None = None) -> Path:
     """Write the checkpoint's networks as the run's end would (DEST/discriminator, ...;
     default OUT/exports/step_N, kept where it is already written) and return DEST. The whole
     directory appears at once; a failed write leaves nothing and is one error."""
@@ -130,7 +133,7 @@ def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
 
     with reported_write_failures(describe), staged_dir(out) as tmp:
         export_networks(objective, tmp, tokenizer_dir, extra, card,
-                        f"{ckpt.parent.parent.name}-{ckpt.name}", card_extra)
+                        f"{ckpt.parent.parent.name}-{ckpt.name}", card_extra, card_license)
     return out
 
 

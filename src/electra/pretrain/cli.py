@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from electra.cli_support import (
     add_device_flag,
+    add_license_flag,
     add_precision_flags,
     add_revision_flag,
     show_progress,
@@ -101,6 +102,7 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the "
                    "model card (README.md) of each OUT/final/ folder")
+    add_license_flag(p, "each OUT/final/ folder's")
     p.set_defaults(func=_run_pretrain)
 
 
@@ -208,17 +210,18 @@ def _run_pretrain(args) -> None:
 
 
 def run_pretrain(args) -> PretrainResult:
-    from electra.model.card import add_card_extra, read_card_extra
+    from electra.model.card import add_card_extra, read_card_extra, read_card_license
     from electra.pretrain.loop import pretrain
 
     cfg, sources, source = build_pretrain_config(args)
     extra = read_card_extra(args.card_extra)
+    card_license = read_card_license(args.license)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
                        show_progress=show_progress(args.quiet),
                        tensorboard=args.tensorboard, init=source, sources=sources,
                        notes=default_preset_note(sources) if source is None else [])
     if summary.get("final"):  # the main process's: it wrote the cards
-        add_card_extra(f"{args.out}/final", extra)
+        add_card_extra(f"{args.out}/final", extra, card_license)
     return PretrainResult(summary["out"], dict(summary.get("final") or {}), summary["steps"],
                           summary["flops"], summary)
 

@@ -73,6 +73,9 @@ class Task:
     # The class names of integer labels in the Hub's layouts, by class id, where the data's
     # features lack them (--label-names); saved with the model.
     label_names: tuple[str, ...] = ()
+    # The folders of a Hub dataset repository that may hold the task's data (nyu-mll/glue's
+    # sst2/): where its reader looks, and what a dataset id's snapshot fetches (`electra.hub`).
+    hub_configs: tuple[str, ...] = ()
 
     @property
     def num_outputs(self) -> int:

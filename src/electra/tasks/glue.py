@@ -135,6 +135,7 @@ class GlueTask(SentenceTask):
         spec = SPECS[name]
         self.spec = spec
         self.name = spec.name
+        self.hub_configs = tuple(filter(None, (spec.name, spec.hub_config)))
         self.labels = list(spec.labels)
         self.regression = not spec.labels
         self.metric_names = spec.metrics
@@ -155,7 +156,7 @@ class GlueTask(SentenceTask):
         path = self.task_dir(data_dir) / f"{stem}.tsv"
         is_test = stem.startswith("test")
         if not path.is_file():  # the TSVs win where both are there
-            layout = find_layout(data_dir, (self.name, self.spec.hub_config))
+            layout = find_layout(data_dir, self.hub_configs)
             if layout is not None:
                 return self._read_hub(layout.split(split_names(stem)), is_test)
         return self._read_file(path, is_test)
@@ -166,7 +167,7 @@ class GlueTask(SentenceTask):
         d = Path(data_dir)
         if (d / self.name / "train.tsv").is_file():
             return True
-        for name in filter(None, (self.name, self.spec.hub_config)):
+        for name in self.hub_configs:
             layout = find_layout(d / name)
             if layout is not None and "train" in layout.splits:
                 return True

@@ -136,6 +136,7 @@ class TaggingTask(Task):
 
     def __init__(self, name: str, dataset: TaggingDataset, epochs: int = 3):
         self.name = name
+        self.hub_configs = (name,)
         self.dataset = dataset
         self.span_metric = dataset.spans
         self.metric_names = ("f1", "precision", "recall") if self.span_metric else ("accuracy",)
@@ -146,7 +147,7 @@ class TaggingTask(Task):
 
     def read(self, data_dir: str | Path, split: str) -> list[Example]:
         path = self.dataset.locate(data_dir, split, self.name)
-        layout = None if path is not None else find_layout(data_dir, (self.name,))
+        layout = None if path is not None else find_layout(data_dir, self.hub_configs)
         if layout is not None:
             examples = self.dataset.read_hub(self.dataset.hub_split(layout, split),
                                              self.label_names)

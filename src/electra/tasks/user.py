@@ -43,6 +43,7 @@ class UserTask(SentenceTask):
                         "label_type": label_type}
         if task_name != "user":  # a named user task of a multi-task model
             self.name = task_name
+            self.hub_configs = (task_name,)
             self.options["task_name"] = task_name
 
     def state(self) -> dict:

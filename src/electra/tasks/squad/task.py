@@ -60,6 +60,7 @@ class SquadTask(Task):
         self.version = version
         self.v2 = version == "2.0"
         self.name = "squad2" if self.v2 else "squad"
+        self.hub_configs = HUB_CONFIGS[version]
         self.metric_names = (("exact", "f1", "best_exact", "best_f1") if self.v2
                              else ("exact_match", "f1"))
         self.options = {"version": version, "doc_stride": doc_stride,
@@ -86,7 +87,7 @@ class SquadTask(Task):
         try:
             path = self.path(data_dir, split)
         except ElectraError:
-            layout = find_layout(data_dir, HUB_CONFIGS[self.version])
+            layout = find_layout(data_dir, self.hub_configs)
             if layout is None:
                 raise
             hub = layout.split(split_names(split))
