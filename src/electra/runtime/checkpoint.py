@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -244,16 +245,9 @@ def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
                            f"{world_size}; resuming with a different number of processes is "
                            "not supported")
     load_weights(path, model, untied)
-    try:
+    with _reading(path):
         trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
-        rng_file = path / f"rng_rank{rank}.pt"
-        rng = torch.load(rng_file, map_location="cpu", weights_only=False)
-    except FileNotFoundError as e:
-        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing)"
-                           ) from None
-    except Exception as e:  # corrupt pickles raise a variety of types
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({reason})") from None
+        rng = torch.load(path / f"rng_rank{rank}.pt", map_location="cpu", weights_only=False)
     optimizer.load_state_dict(with_kernel_of(optimizer, trainer["optimizer"]))
     scheduler.load_state_dict(trainer["scheduler"])
     if scaler is not None and trainer.get("scaler"):
@@ -262,19 +256,27 @@ def load(path: Path, model: nn.Module, optimizer, scheduler, rank: int,
     return int(trainer["step"])
 
 
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """A checkpoint file that is missing or unreadable is one error naming the checkpoint
+    (corrupt safetensors and pickles raise a variety of types)."""
+    try:
+        yield
+    except FileNotFoundError as e:
+        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing)"
+                           ) from None
+    except Exception as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({reason})") from None
+
+
 def load_weights(path: Path, model: nn.Module, untied: bool = False) -> None:
     """A checkpoint's weights into `model` (all of them, nothing else): what resuming and
     exporting a checkpoint both start from. `untied`: as `write_main` wrote it."""
     weights = str(path / "model.safetensors")
-    try:
+    with _reading(path):
         missing, unexpected = (model.load_state_dict(load_file(weights), strict=False) if untied
                                else load_model(model, weights, strict=False))
-    except FileNotFoundError as e:
-        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({e.filename} missing)"
-                           ) from None
-    except Exception as e:  # corrupt safetensors raise a variety of types
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise ElectraError(f"{path}: corrupt or incomplete checkpoint ({reason})") from None
     if missing or unexpected:
         raise ElectraError(f"{path}: checkpoint does not match the model (missing "
                            f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]})")
