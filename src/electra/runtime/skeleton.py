@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -325,9 +325,3 @@ class LogWindow:
         elapsed = time.perf_counter() - self.t0
         self.reset()
         return totals, count, elapsed
-
-
-def batches_forever(epoch: Callable[[], Iterable]):
-    """Batches of consecutive epochs, for loops that count steps rather than epochs."""
-    while True:
-        yield from epoch()
