@@ -71,12 +71,9 @@ def run_config(objective: str, steps: int, generator_multiplier: float = 0.5,
                lr: float | None = None, bf16: bool = False, preset: str = "tiny"
                ) -> PretrainConfig:
     """`preset` is tiny or tiny-local (same sizes and FLOPs; tiny-local adds ALiBi, and the
-    base-rate discriminator bias for the electra objective only: validation refuses it for
-    the others, whose heads do not score every token with ELECTRA's loss)."""
+    base-rate discriminator bias, which its preset gives the electra objective only)."""
     cfg = PretrainConfig.from_preset(preset)
     cfg.objective.name = objective
-    if objective != "electra":  # the base-rate bias is defined for ELECTRA's all-token head
-        cfg.objective.disc_bias_init = "zero"
     cfg.objective.generator_multiplier = generator_multiplier
     cfg.train.steps = steps
     cfg.train.warmup_steps = max(1, steps // 10)

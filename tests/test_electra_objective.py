@@ -359,6 +359,7 @@ def test_base_rate_bias_init_is_refused_where_not_every_token_is_scored():
 def test_paper_presets_keep_the_official_bias_and_positions():
     for preset in ("tiny", "small", "base", "large"):
         cfg = PretrainConfig.from_preset(preset)
+        cfg.validate()
         assert cfg.objective.disc_bias_init == "zero"
         assert cfg.model.position_bias == "none"
 
@@ -368,10 +369,26 @@ def test_tiny_local_preset_is_tiny_plus_its_two_departures():
     assert dataclasses.replace(local.model, position_bias="none",
                                alibi_max_slope=None) == tiny.model
     assert (local.model.position_bias, local.model.alibi_max_slope) == ("alibi", 1.0)
-    assert local.objective.disc_bias_init == "base-rate"
     assert local.train == tiny.train
     local.validate()
-    local.objective.name = "mlm"
+    assert local.objective.disc_bias_init == "base-rate"
+
+
+@pytest.mark.parametrize("objective", ["mlm", "electra-15", "teams", "electric"])
+def test_a_presets_objective_settings_apply_to_their_objective_only(objective):
+    """`--preset tiny-local --objective X` trains X with X's own settings: the preset's
+    base-rate bias is ELECTRA's, so any other objective starts at zero, one flag apart."""
+    cfg = PretrainConfig.from_preset("tiny-local")
+    cfg.objective.name = objective
+    cfg.validate()
+    assert cfg.objective.disc_bias_init == "zero"
+    assert cfg.model.position_bias == "alibi"  # the preset's model is the preset's still
+
+
+def test_a_base_rate_bias_asked_for_another_objective_is_refused():
     from electra.errors import ElectraError
-    with pytest.raises(ElectraError, match="disc_bias_init=zero"):
-        local.validate()
+
+    cfg = PretrainConfig.from_preset("tiny-local")
+    cfg.objective.name, cfg.objective.disc_bias_init = "mlm", "base-rate"
+    with pytest.raises(ElectraError, match="disc_bias_init unset or zero"):
+        cfg.validate()

@@ -50,8 +50,9 @@ def test_tiny_local_departs_from_tiny_only_in_alibi_and_the_bias():
     tiny.pop("model")
     assert model_diff == {"position_bias": "alibi", "alibi_max_slope": 1.0}
     assert {k: v for k, v in local.items() if tiny[k] != v} == {
-        "disc_bias_init": "base-rate", "variant_of": "tiny"}
+        "objective_defaults": {"electra": {"disc_bias_init": "base-rate"}}, "variant_of": "tiny"}
     cfg = PretrainConfig.from_preset("tiny-local")
+    cfg.validate()
     assert (cfg.model.position_bias, cfg.objective.disc_bias_init) == ("alibi", "base-rate")
 
 

@@ -30,8 +30,10 @@ from electra.presets import get_preset
 # the registry (not on the classes) so that validating a config imports no objective.
 # ELECTRA: of the masked positions 85% [MASK], 15% kept, no random tokens (official
 # pretrain_helpers.mask); discriminator loss weight 50 (section 5.2.1).
+# The discriminator's output bias starts at zero, as in the official code (a preset may give its
+# objective another start: `Preset.objective_defaults`).
 ELECTRA_DEFAULTS: dict[str, Any] = {"mask_token_prob": 0.85, "random_token_prob": 0.0,
-                                    "disc_weight": 50.0}
+                                    "disc_weight": 50.0, "disc_bias_init": "zero"}
 # BERT: 80% [MASK], 10% random, 10% kept (Devlin et al. 2019, section 3.1).
 BERT_DEFAULTS: dict[str, Any] = {**ELECTRA_DEFAULTS, "mask_token_prob": 0.8,
                                  "random_token_prob": 0.1}
@@ -143,7 +145,9 @@ class ObjectiveConfig:
     # untrained. Ours, for small budgets (docs/experiments/collapse.md): with a zero bias, the
     # fastest way for Adam to lower every logit to the base rate is to push every token vector
     # in one shared direction, and the token vectors collapse before context is learned.
-    disc_bias_init: str = "zero"
+    # None: the objective's default (zero), or the preset's for that objective (`tiny-local`
+    # starts ELECTRA's at the base rate, and any other objective at zero).
+    disc_bias_init: str | None = None
     # TEAMS (TEAMS paper, section 3 and 4.1): K non-original candidates, the multi-word
     # selection loss weight lambda_2, and how many bottom layers the generator shares with the
     # discriminator (None: half of them).
@@ -157,22 +161,23 @@ class ObjectiveConfig:
         token (docs/experiments/collapse.md)."""
         return self.name == "electra"
 
-    def resolve_defaults(self) -> None:
-        """Fill fields left at None with this objective's defaults (in place)."""
+    def resolve_defaults(self, preset: dict[str, Any] | None = None) -> None:
+        """Fill fields left at None (in place) with `preset`'s values for this objective, else
+        the objective's own defaults."""
         if self.name not in OBJECTIVES:
             raise ElectraError(f"unknown objective {self.name!r}; choose one of "
                                f"{', '.join(OBJECTIVES)}")
-        for key, value in OBJECTIVES[self.name].defaults.items():
+        for key, value in {**OBJECTIVES[self.name].defaults, **(preset or {})}.items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
 
     def validate(self) -> None:
         for name, allowed in (("name", tuple(OBJECTIVES)), ("generator", GENERATOR_KINDS),
                               ("sharing", SHARING_MODES), ("algorithm", ALGORITHMS),
-                              ("disc_bias_init", DISC_BIAS_INITS)):
+                              ("disc_bias_init", (*DISC_BIAS_INITS, None))):
             if getattr(self, name) not in allowed:
                 raise ElectraError(f"unknown objective.{name} {getattr(self, name)!r}; choose "
-                                   f"one of: {', '.join(allowed)}")
+                                   f"one of: {', '.join(a for a in allowed if a)}")
         self.resolve_defaults()
         if not 0.0 < self.mask_prob < 1.0:
             raise ElectraError(f"objective.mask_prob must be in (0, 1), got {self.mask_prob}")
@@ -201,8 +206,8 @@ class ObjectiveConfig:
         if self.disc_bias_init != "zero" and not self.takes_disc_bias_init:
             raise ElectraError(f"objective.disc_bias_init={self.disc_bias_init!r} is for the "
                                f"electra objective, which scores every token (got "
-                               f"objective.name={self.name!r}; set "
-                               f"objective.disc_bias_init=zero, e.g. after --preset tiny-local)")
+                               f"objective.name={self.name!r}; leave "
+                               f"objective.disc_bias_init unset or zero)")
 
 
 @dataclass
@@ -298,6 +303,10 @@ class PretrainConfig:
 
     def validate(self) -> None:
         self.model.validate()
+        preset = PRESETS.get(self.preset)
+        if self.objective.name in OBJECTIVES and preset is not None:
+            # the preset's settings for the objective being trained, and only for it
+            self.objective.resolve_defaults(preset.objective_defaults.get(self.objective.name))
         self.objective.validate()
         self.train.validate()
         self.model.scaled(self.objective.generator_multiplier)  # raises if not whole
@@ -317,8 +326,7 @@ class PretrainConfig:
             model=p.model,
             objective=ObjectiveConfig(mask_prob=p.mask_prob,
                                       generator_multiplier=p.generator_multiplier,
-                                      generator_layers=p.generator_layers,
-                                      disc_bias_init=p.disc_bias_init),
+                                      generator_layers=p.generator_layers),
             train=TrainConfig(steps=p.electra_steps, batch_size=p.batch_size,
                               learning_rate=p.learning_rate, warmup_steps=p.warmup_steps),
         )

@@ -8,7 +8,8 @@ and `electra multitask`) reads this dict. See docs/pretraining.md.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from electra.errors import ElectraError
 from electra.model_config import ModelConfig
@@ -35,7 +36,10 @@ class Preset:
     finetune_layerwise_decay: float
     multitask_lr: float
     multitask_layerwise_decay: float
-    disc_bias_init: str = "zero"
+    # Objective settings of this preset that belong to one objective (objective name -> its
+    # `ObjectiveConfig` fields): they apply when that objective trains and to no other, so
+    # `--objective X` on any preset trains X with X's own settings.
+    objective_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The generator's depth (None: the model's). The modern presets' generators are as wide as
     # the model and half as deep, as DeBERTa-V3's (He et al. 2021, section 5.1).
     generator_layers: int | None = None
@@ -94,7 +98,7 @@ PRESETS: dict[str, Preset] = {
     "tiny-local": dataclasses.replace(
         _TINY, model=dataclasses.replace(_TINY.model, position_bias="alibi",
                                          alibi_max_slope=1.0),
-        disc_bias_init="base-rate", variant_of="tiny"),
+        objective_defaults={"electra": {"disc_bias_init": "base-rate"}}, variant_of="tiny"),
     "small": _SMALL,
     "base": _BASE,
     "large": Preset(ModelConfig(embedding_size=1024, hidden_size=1024, num_hidden_layers=24,

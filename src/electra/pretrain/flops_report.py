@@ -41,10 +41,6 @@ def flops_report(cfg: PretrainConfig, seq_len: int | None = None,
     budget ("mlm") and ELECTRA's otherwise; `seq_len` None: the preset's."""
     p = get_preset(cfg.preset)
     model, objective = cfg.model, cfg.objective
-    if not objective.takes_disc_bias_init:
-        # A preset's base-rate bias (tiny-local) is refused for other objectives when training;
-        # the initial value of a bias costs no FLOPs, so a count takes any objective.
-        objective = dataclasses.replace(objective, disc_bias_init="zero")
     if model.vocab_size < 1:
         raise ElectraError(f"vocab size must be positive, got {model.vocab_size}")
     objective.validate()
