@@ -18,13 +18,11 @@ on every load) and SHA-256 (checked on request, see `electra.data.dataset.verify
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from itertools import chain
@@ -41,6 +39,7 @@ from electra.data.split import (
     split_documents,
 )
 from electra.data.word_cache import WordCache
+from electra.data.workers import BrokenProcessPool, SpawnedPool
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, sha256_file, space_advice, staged_dir
 from electra.hub import resolve_model_path, snapshot_of
@@ -250,9 +249,10 @@ def _pack_in_order(
 ) -> Iterator[dict[str, PackedExamples]]:
     """Each chunk's packed examples by split, in order.
 
-    One worker tokenizes and packs in this process. More start a pool of processes (spawned,
-    never forked: a fork after the `tokenizers` thread pool has run could deadlock) with
-    single-threaded tokenizers, since the processes are the parallelism. `Executor.map` and
+    One worker tokenizes and packs in this process. More start a pool of processes
+    (`electra.data.workers.SpawnedPool`: spawned, and never importing the caller's `__main__`,
+    so an unguarded script works) with single-threaded tokenizers, since the processes are
+    the parallelism. `Executor.map` and
     `Pool.imap` would read the whole corpus ahead into their task queues, so chunks are
     submitted by hand, a bounded number ahead. A worker that dies (say, killed for memory) fails
     the run instead of hanging it, which is why this is a ProcessPoolExecutor and not a
@@ -264,9 +264,7 @@ def _pack_in_order(
             for chunk in chunks:
                 yield _pack_chunk(chunk, words, packing)
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, context, _init_worker,
-                             (str(tokenizer_dir), packing)) as pool:
+    with SpawnedPool(workers, _init_worker, (str(tokenizer_dir), packing)) as pool:
         pending: deque[Future[dict[str, PackedExamples]]] = deque()
         try:
             for chunk in chunks:
@@ -276,8 +274,8 @@ def _pack_in_order(
             while pending:
                 yield pending.popleft().result()
         except BrokenProcessPool:
-            raise ElectraError("a tokenizing worker process died (out of memory?); try fewer "
-                               "--workers") from None
+            raise pool.broken("tokenizing", "try fewer --workers if it ran out of memory"
+                              ) from None
         finally:
             for result in pending:
                 result.cancel()
