@@ -123,8 +123,9 @@ def test_pretrain_with_corrupt_manifest(content, tmp_path, data_dir, capsys):
 
 
 BAD_CONFIGS = {
-    "negative steps": (["--steps", "-5"], "train.steps must be positive"),
-    "zero batch": (["--batch-size", "0"], "train.batch_size must be positive"),
+    # (--steps -5 and --batch-size 0 are refused at the flag: usage errors, tested below)
+    "negative steps": (["--set", "train.steps=-5"], "train.steps must be positive"),
+    "zero batch": (["--set", "train.batch_size=0"], "train.batch_size must be positive"),
     "batch not divisible by accumulation": (["--batch-size", "8", "--grad-accum", "3"],
                                             "divisible by train.grad_accum"),
     "unknown --set key": (["--set", "model.hiden_size=32"], "unknown key 'hiden_size'"),
@@ -258,4 +259,48 @@ def test_flops_unknown_preset(capsys):
 
 
 def test_flops_nonsense_sizes(capsys):
-    assert "batch size" in fails(capsys, ["flops", "--preset", "small", "--batch-size", "0"])
+    assert "--batch-size: must be positive" in usage_error(
+        capsys, ["flops", "--preset", "small", "--batch-size", "0"])
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """A usage error: exit status 2 and one line naming the command and its --help."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(f"(see electra {argv[0]} --help)"), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    # a typo must not start a run over everything (0) or all but the last few (-5)
+    (["finetune", "--max-train-examples", "0"], "--max-train-examples: must be positive, got 0"),
+    (["finetune", "--max-train-examples", "-5"], "must be positive, got -5"),
+    (["pretrain", "--steps", "0"], "--steps: must be positive, got 0"),
+    (["prepare", "--workers", "0"], "--workers: must be positive"),
+    (["cvt", "--seed", "-1"], "--seed: must be at least 0, got -1"),
+    (["pretrain", "--batch-size", "many"], "--batch-size: expected a whole number, got 'many'"),
+    (["pretrain", "--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
+])
+def test_numbers_are_checked_at_the_flag_in_one_line(capsys, argv, message):
+    assert message in usage_error(capsys, argv)
+
+
+def test_a_zero_that_means_something_is_taken():
+    from electra.cli import build_parser
+
+    args = build_parser().parse_args(["finetune", "--model", "m", "--task", "CoLA", "--data", "d",
+                                      "--out", "o", "--save-every", "0", "--seed", "0"])
+    assert (args.save_every, args.seed) == (0, 0)
+
+
+def test_version(capsys):
+    from electra import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"electra {__version__}\n"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from electra.cli_support import LazyHelpStore, LazyNames
+from electra.cli_support import Count, LazyHelpStore, LazyNames
 from electra.data import cli as data_cli
 from electra.data.cli import PrepareResult, VocabResult
 from electra.errors import ElectraError
@@ -154,17 +154,26 @@ def _scalar(command: str, action: argparse.Action, value: Any) -> Any:
         if callable(kind):
             try:
                 value = kind(value)
-            except (TypeError, ValueError, argparse.ArgumentTypeError):
+            except argparse.ArgumentTypeError as e:
+                raise ElectraError(f"{where}: {e}") from None
+            except (TypeError, ValueError):
                 raise ElectraError(f"{where}: invalid {getattr(kind, '__name__', 'value')} "
                                    f"value: {value!r}") from None
     elif kind is None and isinstance(value, numbers.Real):
         value = str(value)  # a flag read as text: --budget-flops 1e16
     elif kind is int and isinstance(value, numbers.Integral):
         value = int(value)
+    elif isinstance(kind, Count) and isinstance(value, numbers.Integral):
+        try:
+            value = kind(int(value))
+        except argparse.ArgumentTypeError as e:
+            raise ElectraError(f"{where}: {e}") from None
     elif kind is float and isinstance(value, numbers.Real):
         value = float(value)
     else:
-        expected = getattr(kind, "__name__", "a string") if kind is not None else "a string"
+        expected = ("a whole number" if isinstance(kind, Count)
+                    else getattr(kind, "__name__", "a string") if kind is not None
+                    else "a string")
         raise ElectraError(f"{where}: expected {expected}, got {value!r}")
     if action.choices is not None and value not in action.choices:
         raise ElectraError(f"{where}: invalid choice {value!r} (choose from "

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from electra.errors import EXIT_PREEMPTED, ElectraError, Preempted
+from electra.version import __version__
 
 COMMAND_GROUPS = (
     "electra.demo.cli",  # demo
@@ -27,10 +28,19 @@ COMMAND_GROUPS = (
 )
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one line naming the command and where its help is, not the whole usage
+    first; every subcommand's parser is one of these too (argparse builds them of this class)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
         "compute. Each subcommand has its own --help.")
+    parser.add_argument("--version", action="version", version=f"electra {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         importlib.import_module(group).add_parsers(sub)

@@ -21,6 +21,32 @@ from electra.progress import Progress
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
+class Count:
+    """A flag type for a whole number of at least `minimum`; takes the flag's text, or an int
+    from the Python API."""
+
+    def __init__(self, minimum: int):
+        self.minimum = minimum
+        self.__name__ = "positive" if minimum == 1 else "count"  # argparse names it in errors
+
+    def __call__(self, text: str | int) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < self.minimum:
+            what = "positive" if self.minimum == 1 else f"at least {self.minimum}"
+            raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+        return value
+
+
+# Flag types for counts, checked at the flag: a typo such as `--max-train-examples 0` is an
+# error, not a run over everything. NON_NEGATIVE where 0 means something documented (a seed, a
+# shard index, "never" for an interval).
+POSITIVE = Count(1)
+NON_NEGATIVE = Count(0)
+
+
 def add_device_flag(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
     """`--device`, the same for every command (`electra.device.resolve_device`); `default`
     None where a settings file may give it."""

@@ -7,7 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from electra.cli_support import LazyHelpStore, add_device_flag, add_precision_flags, show_progress
+from electra.cli_support import (
+    NON_NEGATIVE,
+    POSITIVE,
+    LazyHelpStore,
+    add_device_flag,
+    add_precision_flags,
+    show_progress,
+)
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError, install_hint
 from electra.settings import CLEAR, add_settings_flags
@@ -98,7 +105,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--unlabeled", action="append", metavar="CORPUS",
                    help="unlabeled text: files or directories `electra prepare` reads "
                    "(repeatable)")
-    p.add_argument("--max-unlabeled", type=int,
+    p.add_argument("--max-unlabeled", type=POSITIVE,
                    help="use the first N unlabeled sentences (default 200000)")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
     p.add_argument("--out", required=True)
@@ -106,18 +113,19 @@ def add_parsers(sub) -> None:
                    "a CPU, the paper's losses), small-cpu (small with the CVT loss at a quarter "
                    "weight, ahead sooner at CPU-scale lengths) or paper (Table 4.1)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--steps", type=int, help="labeled minibatches (each followed by an "
+    g.add_argument("--steps", type=POSITIVE, help="labeled minibatches (each followed by an "
                    "unlabeled one under CVT); give --steps or --epochs (or train.steps, "
                    "train.epochs)")
     g.add_argument("--epochs", type=float, help="passes over the labeled training data")
     p.add_argument("--no-cvt", action="store_true", help="supervised baseline (train.cvt)")
-    p.add_argument("--seed", type=int, help="default 0")
-    p.add_argument("--train-sentences", type=int, help="a fixed random subset of N labeled "
+    p.add_argument("--seed", type=NON_NEGATIVE, help="default 0")
+    p.add_argument("--train-sentences", type=POSITIVE, help="a fixed random subset of N labeled "
                    "training sentences per task")
     p.add_argument("--word-vectors", help="GloVe/word2vec text file to initialise word "
                    "embeddings (default: random)")
     add_settings_flags(p, SECTIONS, "train.steps=2000", preset=True)
-    p.add_argument("--save-every", type=int, help="steps between checkpoints (default 500)")
+    p.add_argument("--save-every", type=NON_NEGATIVE,
+                   help="steps between checkpoints (default 500)")
     p.add_argument("--resume", nargs="?", const=True, default=False, choices=("auto",),
                    help="continue from OUT's latest checkpoint where OUT holds a run, else "
                    "start it (`--resume auto` says the same, as for pretrain)")
@@ -153,14 +161,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS",
                    help="files or directories `electra prepare` reads")
     p.add_argument("--out", required=True, help="the vectors file to write")
-    p.add_argument("--dim", type=int, default=100,
+    p.add_argument("--dim", type=POSITIVE, default=100,
                    help="vector size: the CVT preset's word_dim (small 100, paper 300)")
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--window", type=int, default=5)
-    p.add_argument("--min-count", type=int, default=2, help="drop rarer words")
-    p.add_argument("--max-sentences", type=int, help="use the first N sentences")
+    p.add_argument("--epochs", type=POSITIVE, default=5)
+    p.add_argument("--window", type=POSITIVE, default=5)
+    p.add_argument("--min-count", type=POSITIVE, default=2, help="drop rarer words")
+    p.add_argument("--max-sentences", type=POSITIVE, help="use the first N sentences")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--seed", type=NON_NEGATIVE, default=0)
+    p.add_argument("--workers", type=POSITIVE, default=1,
                    help="training threads (more is faster, but no longer reproducible)")
     p.set_defaults(func=_run_vectors)

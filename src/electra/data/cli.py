@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from electra.cli_support import LazyNames, add_revision_flag, show_progress
+from electra.cli_support import NON_NEGATIVE, POSITIVE, LazyNames, add_revision_flag, show_progress
 from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
 from electra.errors import ElectraError, install_hint
 
@@ -35,7 +35,7 @@ def _add_vocab(sub) -> None:
     p.add_argument("--kind", choices=LazyNames(_vocab_kinds), metavar="KIND",
                    default="wordpiece", help="the subword model: %(choices)s (default: "
                    "%(default)s)")
-    p.add_argument("--vocab-size", type=int, default=30522, help="default: %(default)s")
+    p.add_argument("--vocab-size", type=POSITIVE, default=30522, help="default: %(default)s")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--from-vocab", help="use this existing WordPiece vocab.txt instead of "
                    "training")
@@ -95,25 +95,25 @@ def _add_prepare(sub) -> None:
                    "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json), "
                    "as a folder or a Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
     add_revision_flag(p, "--tokenizer")
-    p.add_argument("--seq-len", type=int, default=128, help="default: %(default)s")
+    p.add_argument("--seq-len", type=POSITIVE, default=128, help="default: %(default)s")
     p.add_argument("--out")
     p.add_argument("--heldout-fraction", type=float, default=DEFAULT_HELDOUT_FRACTION,
                    help="share of documents kept aside as a held-out split for the probes "
                    "(default %(default)s; at least one document when the corpus has "
                    f"{MIN_HELDOUT_CORPUS} or more, none below that; 0 = no held-out split)")
-    p.add_argument("--max-heldout-documents", type=int, default=MAX_HELDOUT_DOCUMENTS,
+    p.add_argument("--max-heldout-documents", type=NON_NEGATIVE, default=MAX_HELDOUT_DOCUMENTS,
                    help="cap on held-out documents (default %(default)s)")
     p.add_argument("--text-field", default="text", help=TEXT_FIELD_HELP)
-    p.add_argument("--seed", type=int, default=12345,
+    p.add_argument("--seed", type=NON_NEGATIVE, default=12345,
                    help="chooses the held-out documents and each document's packing draws")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=POSITIVE, default=None,
                    help="tokenizing and packing processes (default: the available cores; 1 = "
                    "in this process)")
-    p.add_argument("--num-shards", type=int, default=1, metavar="N",
+    p.add_argument("--num-shards", type=POSITIVE, default=1, metavar="N",
                    help="prepare on N machines: this one prepares part --shard-index of N (the "
                    "documents whose index is that modulo N; each machine reads the whole "
                    "corpus and tokenizes its part); combine the parts with --merge")
-    p.add_argument("--shard-index", type=int, default=0, metavar="I",
+    p.add_argument("--shard-index", type=NON_NEGATIVE, default=0, metavar="I",
                    help="which part this machine prepares, 0 to N-1 (default 0)")
     p.add_argument("--merge", nargs="+", metavar="PART", help="combine the N parts' directories "
                    "into --out without tokenizing again (same examples as a one-machine "

@@ -3,7 +3,7 @@ when it runs)."""
 
 from __future__ import annotations
 
-from electra.cli_support import add_device_flag, add_precision_flags
+from electra.cli_support import NON_NEGATIVE, POSITIVE, add_device_flag, add_precision_flags
 from electra.config import DEMO_PRESETS
 from electra.errors import ElectraError
 from electra.settings import CLEAR, add_settings_flags
@@ -24,11 +24,11 @@ def _add_demo(sub) -> None:
                    "included, ends within this (default 10m): pre-training gets what set-up "
                    "leaves, less what the evaluation and the check need; the summary says how "
                    "many steps that bought")
-    p.add_argument("--steps", type=int, help="pre-train exactly this many steps instead of a "
+    p.add_argument("--steps", type=POSITIVE, help="pre-train exactly this many steps instead of a "
                    "budget")
-    p.add_argument("--vocab-size", type=int, help="default 8192")
-    p.add_argument("--batch-size", type=int, help="default 32")
-    p.add_argument("--seed", type=int, help="default 1")
+    p.add_argument("--vocab-size", type=POSITIVE, help="default 8192")
+    p.add_argument("--batch-size", type=POSITIVE, help="default 32")
+    p.add_argument("--seed", type=NON_NEGATIVE, help="default 1")
     p.add_argument("--preset", choices=DEMO_PRESETS,
                    help="tiny-local (default: learns context within the demo's budget; its "
                         "ALiBi bias makes its exports transformers remote code) or tiny (the "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.cli_support import add_license_flag, add_revision_flag
+from electra.cli_support import NON_NEGATIVE, add_license_flag, add_revision_flag
 
 
 def add_parsers(sub) -> None:
@@ -32,8 +32,8 @@ def add_parsers(sub) -> None:
     target.add_argument("--hf", metavar="OUT", help="write a fine-tuned model's transformers "
                         "directory to OUT (one task's, with --task), or a checkpoint's "
                         "networks (OUT/discriminator, ...)")
-    p.add_argument("--step", type=int, metavar="N", help="MODEL is a pre-training run's OUT: "
-                   "export its checkpoint of step N")
+    p.add_argument("--step", type=NON_NEGATIVE, metavar="N",
+                   help="MODEL is a pre-training run's OUT: export its checkpoint of step N")
     p.add_argument("--task", help="which head of a multi-task model")
     p.add_argument("--int8", action="store_true", help="with --onnx: also "
                    "OUT/model.int8.onnx, dynamically quantised (int8 weights)")

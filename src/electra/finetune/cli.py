@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 
 from electra.cli_support import (
+    NON_NEGATIVE,
+    POSITIVE,
     LazyHelpStore,
     add_device_flag,
     add_license_flag,
@@ -77,20 +79,20 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--data-revision", metavar="REV", help="with a Hub dataset id as --data: its "
                    "branch, tag or commit (default: main)")
     p.add_argument("--out", required=True)
-    p.add_argument("--max-seq-len", type=int, help="default: 128 (384 for SQuAD), or the "
+    p.add_argument("--max-seq-len", type=POSITIVE, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
-    p.add_argument("--eval-batch-size", type=int, help="default 128")
-    p.add_argument("--max-eval-examples", type=int, help="score only the first K dev examples")
+    p.add_argument("--eval-batch-size", type=POSITIVE, help="default 128")
+    p.add_argument("--max-eval-examples", type=POSITIVE, help="score only the first K dev examples")
     add_precision_flags(p)
     add_device_flag(p, default=None)
     if not train:
         return
-    p.add_argument("--seeds", type=int, help="fine-tunings from the same checkpoint; "
+    p.add_argument("--seeds", type=POSITIVE, help="fine-tunings from the same checkpoint; "
                    "results report their median (default 1; the papers use 10)")
-    p.add_argument("--seed", type=int, help="first seed (default 1)")
+    p.add_argument("--seed", type=NON_NEGATIVE, help="first seed (default 1)")
     p.add_argument("--epochs", type=float, help="default: 10 for RTE and STS-B, 2 for SQuAD, "
                    "3 otherwise")
-    p.add_argument("--max-train-examples", type=int, help="train on the first K examples")
+    p.add_argument("--max-train-examples", type=POSITIVE, help="train on the first K examples")
     p.add_argument("--lr", type=float,
                    help=f"default by size: {per_size(finetune_defaults, 0)} (Table 5.2)")
     p.add_argument("--layerwise-decay", type=float,
@@ -101,11 +103,11 @@ def _add_finetune_flags(p, train: bool) -> None:
                    "electra.finetune.optim")
     p.add_argument("--size", choices=SIZES,
                    help="model size for the defaults (default: from the hidden size)")
-    p.add_argument("--batch-size", type=int, help="examples per optimizer step (default 32)")
-    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step, each "
+    p.add_argument("--batch-size", type=POSITIVE, help="examples per optimizer step (default 32)")
+    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step, each "
                    "batch-size / grad-accum examples: the same training in less memory "
                    "(default 1)")
-    p.add_argument("--save-every", type=int, help="steps between checkpoints of a seed's "
+    p.add_argument("--save-every", type=NON_NEGATIVE, help="steps between checkpoints of a seed's "
                    "training, which the same command run again continues from (default 1000; "
                    "0: only on SIGTERM/SIGUSR1)")
     p.add_argument("--no-length-sort", action="store_true", help="training batches in plain "
@@ -123,10 +125,11 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--label-names", help="class names by class id for data in the Hub's "
                    "layouts whose features lack them: NAME,NAME,... or a JSON file (a list, "
                    "or an id2label object); saved with the model")
-    p.add_argument("--doc-stride", type=int, help="SQuAD: tokens between windows (default 128)")
-    p.add_argument("--max-query-len", type=int,
+    p.add_argument("--doc-stride", type=POSITIVE,
+                   help="SQuAD: tokens between windows (default 128)")
+    p.add_argument("--max-query-len", type=POSITIVE,
                    help="SQuAD: question tokens kept (default 64)")
-    p.add_argument("--log-every", type=int,
+    p.add_argument("--log-every", type=POSITIVE,
                    help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
                    f"files under OUT/tensorboard/seed<k>/ (needs: {install_hint('plot')})")

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from electra.cli_support import (
+    NON_NEGATIVE,
+    POSITIVE,
     add_device_flag,
     add_precision_flags,
     add_revision_flag,
@@ -46,13 +48,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-task-sampling", action="store_true", help="every example once per "
                    "epoch, shuffled together (default: sample tasks proportional to |D|^0.75)")
     p.add_argument("--sampling-exponent", type=float, help="default 0.75")
-    p.add_argument("--seeds", type=int, help="default 1")
-    p.add_argument("--seed", type=int, help="first seed (default 1)")
+    p.add_argument("--seeds", type=POSITIVE, help="default 1")
+    p.add_argument("--seed", type=NON_NEGATIVE, help="first seed (default 1)")
     p.add_argument("--epochs", type=float, help="multi-task epochs (default 6)")
-    p.add_argument("--batch-size", type=int, help="multi-task batch (default 128)")
-    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step, in every "
+    p.add_argument("--batch-size", type=POSITIVE, help="multi-task batch (default 128)")
+    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step, in every "
                    "stage (default 1; the batch sizes stay the examples per step)")
-    p.add_argument("--save-every", type=int, help="steps between checkpoints of a seed's "
+    p.add_argument("--save-every", type=NON_NEGATIVE, help="steps between checkpoints of a seed's "
                    "training; the same command run again continues (default 1000; 0: only on "
                    "SIGTERM/SIGUSR1)")
     p.add_argument("--lr", type=float, help=f"multi-task lr; default by size: "
@@ -60,22 +62,22 @@ def add_parsers(sub) -> None:
     p.add_argument("--layerwise-decay", type=float, help=f"multi-task layer-wise LR decay; "
                    f"default by size: {per_size(multitask_defaults, 1)}")
     p.add_argument("--single-epochs", type=float, help="Single stages: default finetune's")
-    p.add_argument("--single-batch-size", type=int, help="Single stages: default 32")
+    p.add_argument("--single-batch-size", type=POSITIVE, help="Single stages: default 32")
     p.add_argument("--single-lr", type=float, help="Single stages: default finetune's")
     p.add_argument("--size", choices=SIZES)
-    p.add_argument("--max-train-examples", type=int, help="the first K examples of each task")
-    p.add_argument("--max-eval-examples", type=int)
-    p.add_argument("--max-seq-len", type=int)
-    p.add_argument("--eval-batch-size", type=int, help="default 128")
+    p.add_argument("--max-train-examples", type=POSITIVE, help="the first K examples of each task")
+    p.add_argument("--max-eval-examples", type=POSITIVE)
+    p.add_argument("--max-seq-len", type=POSITIVE)
+    p.add_argument("--eval-batch-size", type=POSITIVE, help="default 128")
     p.add_argument("--length-sort", action="store_true", help="group training batches by "
                    "length (faster; but tasks with long inputs then get batches of their own)")
     p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
                    "multitask output directories (paired bootstrap, Holm-Bonferroni)")
-    p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument("--bootstrap-samples", type=POSITIVE, default=1000)
     add_precision_flags(p)
     add_device_flag(p, default=None)
     p.add_argument("--save-all-seeds", action="store_true")
-    p.add_argument("--log-every", type=int, help="default 10")
+    p.add_argument("--log-every", type=POSITIVE, help="default 10")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "multitask.sampling_exponent=1.0")
     p.set_defaults(func=run_command)

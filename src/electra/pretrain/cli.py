@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 
 from electra.cli_support import (
+    NON_NEGATIVE,
+    POSITIVE,
     add_device_flag,
     add_license_flag,
     add_precision_flags,
@@ -58,7 +60,7 @@ def _add_pretrain(sub) -> None:
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
     p.add_argument("--data", required=True, help="directory written by `electra prepare`")
     p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, help="optimizer steps (default: the preset's); or "
+    p.add_argument("--steps", type=POSITIVE, help="optimizer steps (default: the preset's); or "
                    "give a budget instead")
     p.add_argument("--budget", metavar="DURATION", help="train for this long, set-up to "
                    "export included: 90s, 45m, 2h, 1h30m. The run times its first steps, plans "
@@ -66,11 +68,11 @@ def _add_pretrain(sub) -> None:
                    "resumed run counts the time already spent (docs/pretraining.md)")
     p.add_argument("--budget-flops", metavar="FLOPS", help="train for the steps these training "
                    "FLOPs buy, counted as `electra flops` counts them, e.g. 1e16")
-    p.add_argument("--batch-size", type=int, help="examples per optimizer step, all processes")
-    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument("--batch-size", type=POSITIVE, help="examples per optimizer step, all processes")
+    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step")
     p.add_argument("--lr", type=float, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--warmup-steps", type=NON_NEGATIVE)
+    p.add_argument("--seed", type=NON_NEGATIVE)
     add_precision_flags(p)
     p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
                    "gradient is NaN/inf (no update; the schedule advances; counted as "
@@ -83,14 +85,15 @@ def _add_pretrain(sub) -> None:
                    "on CUDA (train.compile_step; compiles once per run; one process, torch >= "
                    "2.11, not fp16; opt-in: 0.88-0.90x the eager step on a CPU, not yet timed "
                    "on a GPU, docs/speed.md)")
-    p.add_argument("--log-every", type=int)
-    p.add_argument("--eval-every", type=int,
+    p.add_argument("--log-every", type=POSITIVE)
+    p.add_argument("--eval-every", type=NON_NEGATIVE,
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
                         "default: 4 per run, 0: none; needs a held-out split)")
-    p.add_argument("--save-every", type=int)
-    p.add_argument("--keep-every", type=int, metavar="K", help="also keep every checkpoint "
-                   "whose step is a multiple of K (train.keep_every; default 0: only the "
-                   "train.keep_checkpoints newest), e.g. for a learning curve")
+    p.add_argument("--save-every", type=NON_NEGATIVE)
+    p.add_argument("--keep-every", type=NON_NEGATIVE, metavar="K",
+                   help="also keep every checkpoint whose step is a multiple of K "
+                   "(train.keep_every; default 0: only the train.keep_checkpoints newest), e.g. "
+                   "for a learning curve")
     add_settings_flags(p, SECTIONS, "objective.disc_weight=50", preset=True)
     p.add_argument("--resume", nargs="?", const=True, default=False, choices=("auto",),
                    help="continue from OUT's latest checkpoint (OUT must hold the run); "
@@ -235,11 +238,11 @@ def _add_flops(sub) -> None:
                        "`--config OUT/settings.json` counts a run's configuration.")
     p.add_argument("--preset", choices=PRESET_NAMES, help="default small")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES, help="default electra")
-    p.add_argument("--steps", type=int, help="default: the preset's (Table 5.1; BERT's step "
+    p.add_argument("--steps", type=POSITIVE, help="default: the preset's (Table 5.1; BERT's step "
                    "count for mlm)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", type=int, help="default: the preset's")
-    p.add_argument("--vocab-size", type=int, help="default 30522 (BERT's)")
+    p.add_argument("--batch-size", type=POSITIVE)
+    p.add_argument("--seq-len", type=POSITIVE, help="default: the preset's")
+    p.add_argument("--vocab-size", type=POSITIVE, help="default 30522 (BERT's)")
     p.add_argument("--generator-multiplier", type=float,
                    help="generator width / model width (default: the preset's)")
     p.add_argument("--generator", choices=GENERATOR_KINDS,

@@ -8,7 +8,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from electra.cli_support import LazyNames, add_device_flag, add_revision_flag, show_progress
+from electra.cli_support import (
+    POSITIVE,
+    LazyNames,
+    add_device_flag,
+    add_revision_flag,
+    show_progress,
+)
 from electra.progress import Progress
 
 
@@ -33,7 +39,7 @@ def _add_scorer_flags(p, model_required: bool = True) -> None:
     p.add_argument("--scorer", choices=LazyNames(_scorer_names), metavar="NAME",
                    help="%(choices)s; default: from the model's config.json (architecture and "
                    "objective)")
-    p.add_argument("--batch-size", type=int, default=32,
+    p.add_argument("--batch-size", type=POSITIVE, default=32,
                    help="sequences per forward pass (MLM: masked copies); default 32")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast")
     add_device_flag(p)
@@ -102,7 +108,7 @@ def _add_minimal_pairs(sub) -> None:
                        "overall and per field, phenomenon and paradigm as JSON.")
     _add_scorer_flags(p)
     p.add_argument("--data", required=True, help="JSON lines file (.gz ok)")
-    p.add_argument("--limit", type=int, help="first N pairs of each paradigm (UID)")
+    p.add_argument("--limit", type=POSITIVE, help="first N pairs of each paradigm (UID)")
     p.add_argument("--out", help="also write the JSON result here")
     p.set_defaults(func=_run_minimal_pairs)
 
