@@ -304,3 +304,36 @@ def test_version(capsys):
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"electra {__version__}\n"
+
+
+def test_a_run_that_fails_its_checks_leaves_nothing_and_the_same_out_runs_after(
+        tmp_path, data_dir, capsys):
+    """Fewer examples than a batch is refused before OUT is written, so the command, mended,
+    is not then refused as 'already holds a run'."""
+    out = tmp_path / "out"
+    assert "fewer than one global batch" in fails(
+        capsys, pretrain(data_dir, out, "--batch-size", "100000"))
+    assert not out.exists()
+    assert main(pretrain(data_dir, out)) == 0
+
+
+def test_every_command_refuses_to_replace_an_output_in_one_wording(tmp_path, corpus_file,
+                                                                   vocab_dir, data_dir, capsys):
+    """vocab and prepare name the flag that overrides, as export does, in the same words."""
+    vocab = fails(capsys, ["vocab", "--corpus", str(corpus_file), "--vocab-size", "300",
+                           "--out", str(vocab_dir), "--quiet"])
+    prepared = fails(capsys, ["prepare", "--corpus", str(corpus_file), "--tokenizer",
+                              str(vocab_dir), "--out", str(data_dir), "--quiet"])
+    assert vocab.endswith(f"{vocab_dir} already holds tokenizer files; choose another --out or "
+                          "pass --overwrite to replace it")
+    assert prepared.endswith(f"{data_dir} already holds prepared data; choose another --out or "
+                             "pass --overwrite to replace it")
+
+
+@pytest.mark.parametrize("item, message", [
+    ("model.hidden_size=abc", "--set model.hidden_size=abc: expected int, got 'abc'"),
+    ("model.hiden_size=3", "unknown key 'hiden_size' (did you mean hidden_size?)"),
+])
+def test_a_bad_set_names_itself_once_and_the_nearest_key(tmp_path, data_dir, capsys, item,
+                                                         message):
+    assert fails(capsys, pretrain(data_dir, tmp_path / "o", "--set", item)).endswith(message)

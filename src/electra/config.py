@@ -9,6 +9,7 @@ re-exported here for the modules that read them from `electra.config`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import types
@@ -373,8 +374,11 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
     return value
 
 
-def merge(cfg: Any, overrides: dict[str, Any], where: str = "config") -> None:
-    """Merge a nested dict into a dataclass in place. Unknown keys are errors."""
+def merge(cfg: Any, overrides: dict[str, Any], where: str = "config",
+          name_keys: bool = True) -> None:
+    """Merge a nested dict into a dataclass in place. Unknown keys are errors, with the nearest
+    known ones. Messages start with `where`, followed by ".KEY" when `name_keys` (a file's
+    section; a `--set SECTION.KEY=VALUE` names its key already)."""
     if not isinstance(overrides, dict):
         raise ElectraError(f"{where}: expected an object, got {type(overrides).__name__}")
     hints = typing.get_type_hints(type(cfg))
@@ -383,10 +387,13 @@ def merge(cfg: Any, overrides: dict[str, Any], where: str = "config") -> None:
         overrides = with_precision(overrides)
     for key, value in overrides.items():
         if key not in names:
-            raise ElectraError(
-                f"{where}: unknown key {key!r} (known: {', '.join(sorted(names))})")
+            close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+            hint = (f"did you mean {' or '.join(close)}?" if close
+                    else f"known: {', '.join(sorted(names))}")
+            raise ElectraError(f"{where}: unknown key {key!r} ({hint})")
+        at = f"{where}.{key}" if name_keys else where
         current = getattr(cfg, key)
         if dataclasses.is_dataclass(current):
-            merge(current, value, where=f"{where}.{key}")
+            merge(current, value, where=at, name_keys=name_keys)
         else:
-            setattr(cfg, key, _check_type(value, hints[key], f"{where}.{key}"))
+            setattr(cfg, key, _check_type(value, hints[key], at))

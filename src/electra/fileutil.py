@@ -16,6 +16,13 @@ from pathlib import Path
 from electra.errors import ElectraError
 
 
+def refuse_to_replace(out: str | Path, what: str, flag: str = "--out") -> ElectraError:
+    """The one wording every command uses when OUT already holds something: what it holds, and
+    the two ways on."""
+    return ElectraError(f"{out} already holds {what}; choose another {flag} or pass --overwrite "
+                        "to replace it")
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex SHA-256 of a file, read in chunks (files may be larger than memory)."""
     digest = hashlib.sha256()

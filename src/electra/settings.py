@@ -176,7 +176,7 @@ def resolve(targets: dict[str, Any], config: str | Path | None,
                 sources[f"{name}.{key}"] = Source("flag", flag)
     for item in sets:
         name, nested = parse_set(item, list(targets))
-        merge(targets[name], nested, where=f"--set {item}")
+        merge(targets[name], nested, where=f"--set {item}", name_keys=False)
         sources.record(name, nested, Source("set", f"--set {item}"))
     return sources
 

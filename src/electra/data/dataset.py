@@ -197,6 +197,17 @@ def read_manifest(data_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def check_batchable(dataset: PretrainingDataset, batch_size: int, world_size: int = 1) -> None:
+    """The split holds at least one global batch of `batch_size` per process; a run checks
+    this before it writes anything."""
+    global_size = batch_size * world_size
+    if len(dataset) < global_size:
+        raise ElectraError(
+            f"{dataset.data_dir}: split {dataset.split!r} has {len(dataset)} examples, fewer "
+            f"than one global batch ({batch_size} x {world_size} = {global_size})"
+        )
+
+
 def iterate_batches(
     dataset: PretrainingDataset,
     batch_size: int,
@@ -218,12 +229,8 @@ def iterate_batches(
         )
     if seed < 0 or start_batch < 0:
         raise ElectraError(f"seed and start_batch must be >= 0, got {seed} and {start_batch}")
+    check_batchable(dataset, batch_size, world_size)
     global_size = batch_size * world_size
-    if len(dataset) < global_size:
-        raise ElectraError(
-            f"{dataset.data_dir}: split {dataset.split!r} has {len(dataset)} examples, fewer "
-            f"than one global batch ({batch_size} x {world_size} = {global_size})"
-        )
     per_epoch = len(dataset) // global_size
     epoch, step = divmod(start_batch, per_epoch)
     while True:

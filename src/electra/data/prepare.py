@@ -41,7 +41,13 @@ from electra.data.split import (
 from electra.data.word_cache import WordCache
 from electra.data.workers import BrokenProcessPool, SpawnedPool
 from electra.errors import ElectraError
-from electra.fileutil import reported_write_failures, sha256_file, space_advice, staged_dir
+from electra.fileutil import (
+    refuse_to_replace,
+    reported_write_failures,
+    sha256_file,
+    space_advice,
+    staged_dir,
+)
 from electra.hub import resolve_model_path, snapshot_of
 from electra.presets import PRESETS
 from electra.progress import CountProgress, Progress
@@ -349,7 +355,7 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
         raise ElectraError(f"output path exists and is not a directory: {out}")
     if (out / MANIFEST).exists():
         if not overwrite:
-            raise ElectraError(f"{out} already holds prepared data; pass overwrite to replace it")
+            raise refuse_to_replace(out, "prepared data")
     elif any(out.iterdir()):
         raise ElectraError(f"{out} exists and is not a prepared data directory; refusing to use it")
 

@@ -15,7 +15,7 @@ from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 
 from electra.data.corpus import iter_documents
 from electra.errors import ElectraError
-from electra.fileutil import install_dir, staged_dir
+from electra.fileutil import install_dir, refuse_to_replace, staged_dir
 from electra.progress import CountProgress, Progress, progress_mode
 from electra.tokenizer import (
     ALL_TOKENIZER_FILES,
@@ -164,7 +164,7 @@ def _check_out_dir(out_dir: str | Path, overwrite: bool) -> Path:
         raise ElectraError(f"output path exists and is not a directory: {out}")
     if out.is_dir() and not overwrite and any(
             (out / name).exists() for name in ALL_TOKENIZER_FILES):
-        raise ElectraError(f"{out} already holds tokenizer files; choose another directory")
+        raise refuse_to_replace(out, "tokenizer files")
     return out
 
 

@@ -142,7 +142,7 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = N
     `model_dir` may be a Hub id (at `revision`)."""
     require_onnx()
     model_dir, out = resolve_model_path(model_dir, revision, "MODEL"), Path(out_dir)
-    check_out_dir(out, overwrite)
+    check_out_dir(out, overwrite, "--onnx")
     served = load_served(model_dir, task)
     batches = check_batches(model_dir, 64)
     report = {"model": str(model_dir), "kind": served.kind, "task": task,

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError
-from electra.fileutil import staged_dir
+from electra.fileutil import refuse_to_replace, staged_dir
 from electra.finetune.heads import FinetuneModel, MultitaskModel
 from electra.finetune.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
 from electra.hub import resolve_model_path, source_record
@@ -124,10 +124,9 @@ def single_task(model: FinetuneModel | MultitaskModel, info: dict, task: str | N
                                 "scores": (info.get("scores") or {}).get(name)}
 
 
-def check_out_dir(out: Path, overwrite: bool) -> None:
+def check_out_dir(out: Path, overwrite: bool, flag: str = "--hf") -> None:
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise ElectraError(f"{out} already exists; choose another directory or pass "
-                           "--overwrite")
+        raise refuse_to_replace(out, "files", flag)
 
 
 def write_task_dir(model_dir: str | Path, task: str | None, out_dir: str | Path,

@@ -19,7 +19,7 @@ import torch
 from electra.config import PretrainConfig, merge
 from electra.data.dataset import PretrainingDataset
 from electra.errors import ElectraError
-from electra.fileutil import reported_write_failures, space_advice, staged_dir
+from electra.fileutil import refuse_to_replace, reported_write_failures, space_advice, staged_dir
 from electra.hub import resolve_model_path
 from electra.model.card import RunFacts, write_model_card
 from electra.model.hf import save_pretrained
@@ -124,7 +124,7 @@ def export_checkpoint(ckpt: str | Path, dest: str | Path | None = None,
     if dest is None and out.is_dir() and not overwrite:
         return out  # exports appear whole (staged): this is the checkpoint's export
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise ElectraError(f"{out} already exists; pass --overwrite to replace it")
+        raise refuse_to_replace(out, "files", "--hf")
     objective, extra, tokenizer_dir, card = _load(ckpt)
 
     def describe(reason: str) -> str:

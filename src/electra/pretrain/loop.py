@@ -21,7 +21,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from electra.config import PretrainConfig, with_precision
-from electra.data.dataset import PretrainingDataset, iterate_batches
+from electra.data.dataset import PretrainingDataset, check_batchable, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, space_advice
@@ -240,6 +240,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     if tc.batch_size % per_step:
         raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
                            f"grad_accum = {per_step}")
+    check_batchable(data, tc.batch_size // per_step, info.world_size)
     _check_run_dir(out, cfg, data, data_dir, resume)
     settings = cfg.to_dict()  # as asked: a budget's plan is the run's, in run.json
 
