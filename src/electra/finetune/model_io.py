@@ -230,8 +230,8 @@ def label_fields(info: dict) -> dict:
     task, n = info["task"], info["num_outputs"]
     if info["head_kind"] == "span":
         names = ["start", "end", "unanswerable"][:n]
-    elif len(task.get("labels") or []) == n:
-        names = [str(label) for label in task["labels"]]
+    elif len(task.get("labels") or []) == n:  # the task's names for them where it has some
+        names = [str(label) for label in task.get("served_labels") or task["labels"]]
     else:  # regression: one output, the score
         names = [task["name"]] if n == 1 else [f"LABEL_{i}" for i in range(n)]
     fields = {"id2label": dict(enumerate(names)),

@@ -145,11 +145,19 @@ class Task:
         return list(self.write_predictions(out_dir, "test", examples,
                                            predict(examples)).values())
 
+    def served_labels(self) -> list[str]:
+        """The class names a served model gives (config.json's id2label, what pipelines print):
+        the labels as the data spells them, unless the task has names for them."""
+        return [str(label) for label in self.labels]
+
     def state(self) -> dict:
         """What a fine-tuned model directory must remember to rebuild this task."""
         state = {"name": self.name, "labels": list(self.labels)}
         if self.label_names:
             state["label_names"] = list(self.label_names)
+        served = self.served_labels()
+        if served != [str(label) for label in self.labels]:
+            state["served_labels"] = served
         return state
 
     def load_state(self, state: dict) -> None:

@@ -144,6 +144,11 @@ class GlueTask(SentenceTask):
         self.eval_splits = dict(spec.eval_splits)
         self.test_splits = dict(spec.test_splits)
 
+    def served_labels(self) -> list[str]:
+        """The Hub's class names for the TSVs' labels (SST-2's "0" is "negative")."""
+        names = {tsv: hub for hub, tsv in self.spec.hub_labels}
+        return [names.get(label, label) for label in self.labels]
+
     def task_dir(self, data_dir: str | Path) -> Path:
         """DATA/<Task> if it exists, else DATA itself (pointing straight at the task folder)."""
         d = Path(data_dir)
