@@ -320,3 +320,12 @@ def test_the_api_walkthrough_runs(tmp_path, monkeypatch):
     assert namespace["tuned"].median["accuracy"] >= 0.95
     served = namespace["classify"](["The plot was gripping.", "The ending was tedious."])
     assert [row["label"] for row in served] == ["positive", "negative"]
+
+
+def test_help_on_the_api_works_in_a_fresh_session():
+    """docs/api.md: `import electra; help(electra.api.pretrain)` (electra.api on first use)."""
+    seen = fresh_python("import json, pydoc, electra\n"
+                        "text = pydoc.render_doc(electra.api.finetune)\n"
+                        "print(json.dumps({'api': 'api' in dir(electra),\n"
+                        "    'doc': text.count('Fine-tune a model')}))\n")
+    assert seen == {"api": True, "doc": 1}

@@ -337,3 +337,21 @@ def test_every_command_refuses_to_replace_an_output_in_one_wording(tmp_path, cor
 def test_a_bad_set_names_itself_once_and_the_nearest_key(tmp_path, data_dir, capsys, item,
                                                          message):
     assert fails(capsys, pretrain(data_dir, tmp_path / "o", "--set", item)).endswith(message)
+
+
+def test_a_run_shorter_than_its_warm_up_says_so(tmp_path, data_dir, capsys):
+    assert main(pretrain(data_dir, tmp_path / "a")) == 0  # 2 steps, the preset's 100 of warm-up
+    assert "the warm-up (train.warmup_steps 100) is as long as the run (2 steps)" in \
+        capsys.readouterr().err
+    assert main(pretrain(data_dir, tmp_path / "b", "--warmup-steps", "1")) == 0
+    assert "warm-up" not in capsys.readouterr().err
+
+
+def test_a_glue_task_missing_from_a_glue_folder_names_the_folder(tmp_path, tiny_model, capsys):
+    glue = tmp_path / "glue"
+    (glue / "CoLA").mkdir(parents=True)
+    (glue / "SST-2").mkdir()
+    message = fails(capsys, ["finetune", "--model", str(tiny_model), "--task", "MRPC", "--data",
+                             str(glue), "--out", str(tmp_path / "out")])
+    assert message.endswith(f"{glue}: no MRPC folder (it holds CoLA, SST-2); --data is a GLUE "
+                            "folder with a MRPC/ folder, or the MRPC folder itself")

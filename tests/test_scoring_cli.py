@@ -136,3 +136,14 @@ def test_score_reads_the_training_loops_exports(tmp_path, data_dir, objective, c
     assert json.loads(capsys.readouterr().out)["scorer"] == expected
     rows = read_rows(scores)
     assert len(rows) == 3 and all(isinstance(r["pll"], float) for r in rows)
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_score_refuses_an_input_with_no_text(tmp_path, models, capsys, content):
+    src = tmp_path / "in.txt"
+    src.write_text(content)
+    assert main(["score", "--model", str(models["mlm"]), "--input", str(src),
+                 "--out", str(tmp_path / "out.jsonl")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"electra score: error: {src}: no text to score (the file is empty or blank)")
+    assert not (tmp_path / "out.jsonl").exists()

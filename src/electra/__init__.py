@@ -21,10 +21,10 @@ __all__ = ["__version__", "train_vocab", "prepare", "pretrain", "finetune", "exp
 def __getattr__(name: str):
     if name in _FUNCTIONS:
         return getattr(importlib.import_module("electra.api"), name)
-    if name in _PACKAGES:  # importing binds it here: later lookups do not come back
+    if name in (*_PACKAGES, "api"):  # importing binds it here: later lookups do not come back
         return importlib.import_module(f"electra.{name}")
     raise AttributeError(f"module 'electra' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, "api"})

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from electra.config import PretrainConfig, with_precision
+from electra.config import PretrainConfig, TrainConfig, with_precision
 from electra.data.dataset import PretrainingDataset, check_batchable, iterate_batches
 from electra.device import to_device
 from electra.errors import ElectraError
@@ -101,6 +101,15 @@ def _check_run_dir(out: Path, cfg: PretrainConfig, data: PretrainingDataset, dat
                            "(vocab checksum differs)")
     if settings.get("model") != cfg.to_dict()["model"]:
         raise ElectraError(f"{out}: the model configuration differs from the run being resumed")
+
+
+def _schedule_notes(tc: TrainConfig) -> list[str]:
+    """What a user should hear about the learning-rate schedule before the run starts."""
+    if tc.budget_seconds is None and tc.warmup_steps >= tc.steps:
+        return [f"the warm-up (train.warmup_steps {tc.warmup_steps}) is as long as the run "
+                f"({tc.steps} steps): the learning rate never reaches its peak; --warmup-steps "
+                "N shortens it"]
+    return []
 
 
 def saved_precision(out: Path) -> str | None:
@@ -309,7 +318,8 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
         write_settings(out, settings)
-        for note in [*notes, *(init.notes if init is not None else ())]:
+        for note in [*notes, *(init.notes if init is not None else ()),
+                     *_schedule_notes(tc)]:
             print(f"note: {note}", file=sys.stderr)
 
     # An objective whose phases leave some networks idle (two-stage) asks DDP to allow it.

@@ -32,7 +32,15 @@ def _check_exists(path: str | Path) -> None:
 
 def read_texts(path: str | Path, text_field: str = "text") -> list[tuple[int, str]]:
     """(line number, text) pairs: one text per non-blank line of a plain file, or the
-    `text_field` of each object of a JSON lines file (.jsonl/.json/.ndjson, .gz ok)."""
+    `text_field` of each object of a JSON lines file (.jsonl/.json/.ndjson, .gz ok). A file
+    with no text is an error: a score of nothing is a mistake, not a result."""
+    texts = _read_texts(path, text_field)
+    if not texts:
+        raise ElectraError(f"{path}: no text to score (the file is empty or blank)")
+    return texts
+
+
+def _read_texts(path: str | Path, text_field: str) -> list[tuple[int, str]]:
     if is_jsonl(path):
         out = []
         for lineno, obj in iter_json_objects(path):

@@ -150,9 +150,18 @@ class GlueTask(SentenceTask):
         return [names.get(label, label) for label in self.labels]
 
     def task_dir(self, data_dir: str | Path) -> Path:
-        """DATA/<Task> if it exists, else DATA itself (pointing straight at the task folder)."""
+        """DATA/<Task> if it exists, else DATA itself (pointing straight at the task folder);
+        a GLUE folder with other tasks but not this one is an error naming the folder."""
         d = Path(data_dir)
-        return d / self.name if (d / self.name).is_dir() else d
+        if (d / self.name).is_dir():
+            return d / self.name
+        others = sorted(p.name for p in d.iterdir() if p.is_dir() and p.name in SPECS) \
+            if d.is_dir() else []
+        if others:
+            raise ElectraError(f"{d}: no {self.name} folder (it holds {', '.join(others)}); "
+                               f"--data is a GLUE folder with a {self.name}/ folder, or the "
+                               f"{self.name} folder itself")
+        return d
 
     def read(self, data_dir: str | Path, split: str) -> list[Example]:
         stem = {"train": "train", **self.eval_splits, **self.test_splits}.get(split)
