@@ -91,9 +91,10 @@ def test_score_errors_name_file_and_line(tmp_path, models, capsys):
     assert main(["score", "--model", str(models["electra-disc"]), "--input", str(src),
                  "--out", str(out)]) == 1
     assert "gives no pseudo-log-likelihoods" in capsys.readouterr().err
-    assert main(["score", "--model", model, "--input", str(src), "--out", str(out),
-                 "--batch-size", "0"]) == 1
-    assert "--batch-size must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # refused at the flag, a usage error
+        main(["score", "--model", model, "--input", str(src), "--out", str(out),
+              "--batch-size", "0"])
+    assert "--batch-size: must be positive" in capsys.readouterr().err
     assert not out.exists()  # nothing written by any failed run
 
 
