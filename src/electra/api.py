@@ -126,6 +126,8 @@ def _value(command: str, action: argparse.Action, value: Any) -> Any:
             return [f"{key}={json.dumps(item)}" for key, item in value.items()]
         items = [value] if isinstance(value, str) else list(value)
         return [_scalar(command, action, item) for item in items]
+    if getattr(action.type, "comma_list", False) and isinstance(value, list | tuple):
+        value = ",".join(map(str, value))  # report_to=["wandb", "mlflow"]
     if action.nargs == "?" and isinstance(value, bool):  # resume=True is --resume
         return action.const if value else action.default
     if action.nargs == 0:  # a switch: --quiet, --overwrite

@@ -17,6 +17,7 @@ from electra.cli_support import (
 )
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError, install_hint
+from electra.runtime.cli import add_report_flags, report_targets
 from electra.settings import CLEAR, add_settings_flags
 
 SECTIONS = ("cvt", "train")  # --config / --set sections: CVTConfig, CVTTrainConfig
@@ -50,6 +51,7 @@ def train_settings(args):
                          config=sections["cvt"], unlabeled=args.unlabeled or [],
                          text_field=args.text_field, word_vectors=args.word_vectors,
                          resume=args.resume, device=args.device, sources=sources,
+                         report_to=list(report_targets(args)),
                          **dataclasses.asdict(sections["train"]))
 
 
@@ -131,6 +133,7 @@ def add_parsers(sub) -> None:
                    "start it (`--resume auto` says the same, as for pretrain)")
     add_device_flag(p)
     add_precision_flags(p)
+    add_report_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(func=_run_train)
 

@@ -84,6 +84,7 @@ class TrainSettings(CVTTrainConfig):
     resume: bool | str = False  # True or "auto": continue OUT's run where it holds one
     device: str = "auto"  # auto: CUDA where there is one
     sources: Sources | None = None  # where each setting came from (electra.settings.resolve)
+    report_to: list[str] = field(default_factory=list)  # sinks (electra.runtime.sinks)
 
     def train_section(self) -> CVTTrainConfig:
         return CVTTrainConfig(**{f.name: getattr(self, f.name)
@@ -171,7 +172,8 @@ def run_train(s: TrainSettings, progress: bool | Progress | None = None) -> dict
         steps = max(1, round(s.epochs * per_epoch))
     data = RunData(tasks, train_sets, dev_sets, unlabeled)
     results = train(cfg, data, vocab, out, steps, s.cvt, s.seed, bool(s.resume), s.save_every,
-                    progress, model=model.to(device), precision=precision)
+                    progress, model=model.to(device), precision=precision,
+                    report_to=s.report_to)
     results["vocab_size"] = len(vocab.words)
     results["word_vectors"] = ({"file": s.word_vectors, "found": found} if s.word_vectors
                                else "random initialisation")

@@ -38,6 +38,7 @@ from electra.precision import autocast, make_scaler
 from electra.progress import Progress
 from electra.runtime import checkpoint as ckpt
 from electra.runtime.metrics_log import MetricsLogger
+from electra.runtime.sinks import require_sinks
 from electra.runtime.skeleton import StepLoop, Update
 from electra.settings import RUN_FILE, SETTINGS_FILE
 
@@ -213,19 +214,61 @@ def unlabeled_minibatches(ratio: float, step: int) -> int:
     return math.floor((step + 1) * ratio + 1e-9) - math.floor(step * ratio + 1e-9)
 
 
+@dataclass
+class _Training:
+    """What the steps of one run share: the model, its update (optimizer, schedule, EMA, loss
+    scale), the samplers and where the run stands."""
+
+    model: CVTModel
+    update: Update
+    ema: EMA
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    samplers: dict[str, Sampler]
+    start: int
+    elapsed: float
+
+
 def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
           seed: int, resume: bool = False, save_every: int = 0,
           progress: bool | Progress | None = None,
-          model: CVTModel | None = None, precision: str = "fp32") -> dict[str, Any]:
+          model: CVTModel | None = None, precision: str = "fp32",
+          report_to: Sequence[str] = ()) -> dict[str, Any]:
     """Train, save OUT/model (EMA weights), score dev, write dev predictions; returns the
     results (`run_train` writes them to OUT/results.json). `precision`: a resolved one
     (`electra.precision`), for the training steps' autocast (and fp16's loss scaling).
     `progress`: a `Progress` (True: the bar, False: nothing; None: the command line's choice,
-    `electra.cli_support.show_progress`)."""
+    `electra.cli_support.show_progress`). `report_to`: sinks that also get the settings, the
+    metrics and the dev scores (`electra.runtime.sinks`)."""
     if cvt and not data.unlabeled:
         raise ElectraError("CVT needs unlabeled sentences (--unlabeled), or pass --no-cvt")
+    require_sinks(report_to)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
+    run = _start(cfg, data, vocab, out, steps, cvt, seed, resume, model, precision)
+    log = MetricsLogger(out, resume_step=run.start, report_to=report_to)
+    try:
+        log.hyperparameters({"cvt": cfg.to_dict(), "train": {
+            "steps": steps, "cvt": cvt, "seed": seed, "precision": precision}})
+        show = show_progress() if progress is None else progress
+        last = _steps(run, data, vocab, out, steps, cvt, seed, save_every, cfg, precision,
+                      show, log)
+        if steps > run.start:
+            _save_checkpoint(out, steps, run.model, run.update, run.ema, run.samplers,
+                             {"elapsed": run.elapsed})
+        results = finish(run.model, run.ema, data, vocab, out, {
+            "steps": steps, "cvt": cvt, "seed": seed, "precision": precision,
+            "train_seconds": round(run.elapsed, 1), "last_losses": last})
+        log.finish({f"{task}/{metric}": value for task, scores in results["scores"].items()
+                    for metric, value in scores.items()})
+        return results
+    finally:
+        log.close()
+
+
+def _start(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
+           seed: int, resume: bool, model: CVTModel | None, precision: str) -> _Training:
+    """The model, its optimizer, EMA and samplers, from OUT's latest checkpoint when
+    resuming."""
     model = model or CVTModel(cfg, vocab, data.tasks)
     device = next(model.parameters()).device  # the caller's choice (run.run_train: --device)
     optimizer = make_optimizer(model, cfg)
@@ -252,16 +295,24 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
         for k, s in samplers.items():
             s.load_state_dict(state["samplers"][k])
         elapsed = state["elapsed"]
-    sizes = [len(data.train[t.name]) for t in data.tasks]
     # Each minibatch, labeled or unlabeled, is its own update, followed by the EMA's (4.3.1).
     update = Update(optimizer, scheduler, list(model.parameters()), cfg.grad_clip or None,
                     after=lambda: ema.update(model), scaler=scaler)
-    show = show_progress() if progress is None else progress
+    return _Training(model, update, ema, scheduler, samplers, start, elapsed)
+
+
+def _steps(run: _Training, data: RunData, vocab: Vocab, out: Path, steps: int, cvt: bool,
+           seed: int, save_every: int, cfg: CVTConfig, precision: str,
+           show: bool | Progress, log: MetricsLogger) -> dict[str, Any]:
+    """Labeled steps from `run.start` to `steps`, each followed under CVT by its unlabeled
+    minibatches; returns the last step's losses. SIGTERM/SIGUSR1 (a scheduler's warning):
+    finish the step, checkpoint, stop (EXIT_PREEMPTED)."""
+    model, update, samplers = run.model, run.update, run.samplers
+    device = next(model.parameters()).device
+    sizes = [len(data.train[t.name]) for t in data.tasks]
     t0 = time.time()
     last: dict[str, Any] = {}
-    # SIGTERM/SIGUSR1 (a scheduler's warning): finish the step, checkpoint, stop (EXIT_PREEMPTED).
-    with MetricsLogger(out, resume_step=start) as log, \
-            StepLoop(steps, start, "cvt" if cvt else "supervised", show) as loop:
+    with StepLoop(steps, run.start, "cvt" if cvt else "supervised", show) as loop:
         while loop.running:
             model.train()
             task = data.tasks[supervised_task_index(sizes, seed, loop.step)]
@@ -284,22 +335,17 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
             shown = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in last.items()}
             done = loop.end_step(shown)
             if loop.due(LOG_EVERY):
-                log.log({"step": done, "lr": scheduler.get_last_lr()[0], **last,
-                         "seconds": round(elapsed + time.time() - t0, 3)})
+                log.log({"step": done, "lr": run.scheduler.get_last_lr()[0], **last,
+                         "seconds": round(run.elapsed + time.time() - t0, 3)})
                 loop.report(shown)
             if done < steps and (loop.stopping or (save_every and done % save_every == 0)):
-                _save_checkpoint(out, done, model, update, ema, samplers,
-                                 {"elapsed": elapsed + time.time() - t0})
+                _save_checkpoint(out, done, model, update, run.ema, samplers,
+                                 {"elapsed": run.elapsed + time.time() - t0})
             if loop.stopping:
                 loop.preempt(f"; checkpoint {ckpt.find_latest(out)} written; continue with "
                              "the same command plus --resume")
-    elapsed += time.time() - t0
-    if steps > start:
-        _save_checkpoint(out, steps, model, update, ema, samplers, {"elapsed": elapsed})
-    return finish(model, ema, data, vocab, out, {"steps": steps, "cvt": cvt, "seed": seed,
-                                                 "precision": precision,
-                                                 "train_seconds": round(elapsed, 1),
-                                                 "last_losses": last})
+    run.elapsed += time.time() - t0
+    return last
 
 
 def finish(model: CVTModel, ema: EMA, data: RunData, vocab: Vocab, out: Path,

@@ -19,8 +19,9 @@ from electra.cli_support import (
     per_size,
     show_progress,
 )
-from electra.errors import EXIT_PREEMPTED, install_hint
+from electra.errors import EXIT_PREEMPTED
 from electra.presets import SIZES, finetune_defaults
+from electra.runtime.cli import add_report_flags
 from electra.settings import add_settings_flags
 
 SECTIONS = ("finetune",)  # --config / --set sections: FinetuneSettings
@@ -131,8 +132,7 @@ def _add_finetune_flags(p, train: bool) -> None:
                    help="SQuAD: question tokens kept (default 64)")
     p.add_argument("--log-every", type=POSITIVE,
                    help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
-    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
-                   f"files under OUT/tensorboard/seed<k>/ (needs: {install_hint('plot')})")
+    add_report_flags(p, "OUT/tensorboard/seed<k>/")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "finetune.warmup_fraction=0.06")
 
@@ -155,6 +155,7 @@ def _finetune_settings(args, train: bool):
         "grad_accum", "save_every")})
     flags.update(save_all_seeds=args.save_all_seeds or None,
                  tensorboard=args.tensorboard or None,
+                 report_to=list(args.report_to) or None,
                  length_sorted=False if args.no_length_sort else None)
     return settings, resolve({"finetune": settings}, args.config, {"finetune": flags}, args.set)
 

@@ -36,7 +36,7 @@ from electra.hub import source_record
 from electra.precision import device_and_precision
 from electra.presets import finetune_defaults
 from electra.progress import Progress
-from electra.runtime.metrics_log import require_tensorboard
+from electra.runtime.sinks import require_sinks
 from electra.settings import SETTINGS_FILE, Sources, write_run_record, write_settings
 from electra.tasks import Task, get_task
 from electra.tasks.base import Example
@@ -100,8 +100,7 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
 
     settings = settings or FinetuneSettings()
     settings.validate()
-    if settings.tensorboard:
-        require_tensorboard()
+    require_sinks(settings.sinks)
     configure_process_for_speed()  # malloc keeps freed blocks: faster CPU steps, same results
     task = task or get_task(task_name)
     out = Path(out_dir)

@@ -88,9 +88,11 @@ def seed_logger(out: Path, seed: int, settings: FinetuneSettings,
     continuing from its checkpoint at `resume_step` keeps the lines written up to it."""
     if resume_step:
         metrics_after_resume(seed_dir(out, seed) / METRICS, resume_step)
-    return MetricsLogger(seed_dir(out, seed), resume_step=resume_step,
-                         tensorboard=settings.tensorboard,
-                         tensorboard_dir=out / "tensorboard" / f"seed{seed}")
+    logger = MetricsLogger(seed_dir(out, seed), resume_step=resume_step,
+                           report_to=settings.sinks, run_name=f"{out.name}/seed{seed}",
+                           tensorboard_dir=out / "tensorboard" / f"seed{seed}")
+    logger.hyperparameters({"finetune": {**dataclasses.asdict(settings), "seed": seed}})
+    return logger
 
 
 class KeepBest:
@@ -178,6 +180,7 @@ class SeedRunner:
             seconds = checkpoints.seconds()
             result = job.evaluate(model, seed)
             logger.log_at(steps, result.logged)
+            logger.finish(result.scores)
         entry = {"seed": seed, "scores": result.scores, **result.extra,
                  "predictions": result.predictions, "final_train_loss": loss,
                  "train_seconds": round(seconds, 2), "steps": steps}

@@ -13,6 +13,7 @@ from electra.errors import ElectraError
 from electra.finetune.optim import LR_DECAY_STYLES
 from electra.precision import PRECISIONS
 from electra.presets import SIZES, infer_size
+from electra.runtime.sinks import parse_report_to
 
 
 def _recipe(default: Any) -> Any:
@@ -47,9 +48,18 @@ class FinetuneSettings:
     save_all_seeds: bool = False
     log_every: int = 10  # steps between lines of seed<k>/metrics.jsonl
     tensorboard: bool = False  # also TensorBoard scalars under OUT/tensorboard/seed<k>/
+    # Sinks that also get each seed's settings, metrics and scores (`--report-to`;
+    # electra.runtime.sinks): tensorboard, wandb, mlflow.
+    report_to: list[str] = dataclasses.field(default_factory=list)
     # Steps between checkpoints of a seed's training (OUT/seed<k>/checkpoints, deleted once the
     # seed is done); 0: none, except the one a stop signal writes. See docs/finetuning.md.
     save_every: int = 1000
+
+    @property
+    def sinks(self) -> list[str]:
+        """Where each seed's numbers go besides its metrics.jsonl."""
+        return list(dict.fromkeys([*self.report_to,
+                                   *(["tensorboard"] if self.tensorboard else [])]))
 
     def validate(self) -> None:
         if self.lr_decay_style not in LR_DECAY_STYLES:
@@ -63,6 +73,7 @@ class FinetuneSettings:
         if self.batch_size % self.grad_accum:
             raise ElectraError(f"--batch-size ({self.batch_size}) must be divisible by "
                                f"--grad-accum ({self.grad_accum})")
+        parse_report_to(self.report_to)  # names only; packages are checked when a run starts
         if self.save_every < 0:
             raise ElectraError(f"--save-every must be 0 (off) or positive, got {self.save_every}")
 

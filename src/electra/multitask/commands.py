@@ -18,6 +18,7 @@ from electra.cli_support import (
 )
 from electra.errors import ElectraError
 from electra.presets import SIZES, multitask_defaults
+from electra.runtime.cli import add_report_flags
 from electra.settings import add_settings_flags
 
 SECTIONS = ("multitask",)  # --config / --set sections: MultitaskSettings
@@ -78,6 +79,7 @@ def add_parsers(sub) -> None:
     add_device_flag(p, default=None)
     p.add_argument("--save-all-seeds", action="store_true")
     p.add_argument("--log-every", type=POSITIVE, help="default 10")
+    add_report_flags(p, "each stage's tensorboard/seed<k>/")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "multitask.sampling_exponent=1.0")
     p.set_defaults(func=run_command)
@@ -107,7 +109,8 @@ def run_command(args) -> None:
         "log_every", "sampling_exponent", "teacher_annealing", "grad_accum", "save_every")}
     flags.update(length_sorted=args.length_sort or None, precision=args.precision,
                  save_all_seeds=args.save_all_seeds or None,
-                 task_sampling=False if args.no_task_sampling else None)
+                 task_sampling=False if args.no_task_sampling else None,
+                 tensorboard=args.tensorboard or None, report_to=list(args.report_to) or None)
     sources = resolve({"multitask": settings}, args.config, {"multitask": flags}, args.set)
     baselines = {name: load_task_results(d) for name, d in parse_compare(args.compare).items()}
     teachers = [t for t in (args.teachers or "").split(",") if t]

@@ -18,7 +18,8 @@ from electra.cli_support import (
     show_progress,
 )
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
-from electra.errors import EXIT_PREEMPTED, ElectraError, install_hint
+from electra.errors import EXIT_PREEMPTED, ElectraError
+from electra.runtime.cli import add_report_flags, report_targets
 from electra.settings import add_settings_flags
 
 PRESET_NAMES = tuple(PRESETS)
@@ -99,8 +100,7 @@ def _add_pretrain(sub) -> None:
                    help="continue from OUT's latest checkpoint (OUT must hold the run); "
                    "`--resume auto`: continue OUT's run if it holds one, else start it, so one "
                    "command line starts and requeues a job (docs/pretraining.md)")
-    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event "
-                   f"files under OUT/tensorboard/ (needs: {install_hint('plot')})")
+    add_report_flags(p)
     add_device_flag(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the "
@@ -221,7 +221,7 @@ def run_pretrain(args) -> PretrainResult:
     card_license = read_card_license(args.license)
     summary = pretrain(cfg, args.data, args.out, resume=args.resume, device=args.device,
                        show_progress=show_progress(args.quiet),
-                       tensorboard=args.tensorboard, init=source, sources=sources,
+                       report_to=report_targets(args), init=source, sources=sources,
                        notes=default_preset_note(sources) if source is None else [])
     if summary.get("final"):  # the main process's: it wrote the cards
         add_card_extra(f"{args.out}/final", extra, card_license)

@@ -48,8 +48,9 @@ from electra.runtime.distributed import (
     cleanup,
     init_distributed,
 )
-from electra.runtime.metrics_log import MetricsLogger, require_tensorboard
+from electra.runtime.metrics_log import MetricsLogger
 from electra.runtime.optim import build_optimizer, build_scheduler, schedule_of
+from electra.runtime.sinks import require_sinks
 from electra.runtime.skeleton import LogWindow, StepLoop, Update
 from electra.settings import (
     RUN_FILE,
@@ -126,9 +127,11 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool | str = False, device: str = "auto",
              show_progress: bool | Progress = True,
              tensorboard: bool = False, init: InitSource | None = None,
-             sources: Sources | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
+             sources: Sources | None = None, notes: Sequence[str] = (),
+             report_to: Sequence[str] = ()) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
-    `tensorboard`: also write the metrics as TensorBoard scalars under OUT/tensorboard/.
+    `report_to`: sinks that also get the metrics (`electra.runtime.sinks`: tensorboard, wandb,
+    mlflow); `tensorboard=True` is `report_to=("tensorboard",)`.
     `init`: start from these weights (`electra.pretrain.init_from`; `cfg.model` must already be
     the checkpoint's, see `adopt_checkpoint`) instead of random ones. `sources`: where each
     setting came from (`electra.settings.resolve`), for OUT/run.json. `notes`: lines printed on
@@ -149,8 +152,8 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     started = time.perf_counter()
 
     asked, resume = resume, wants_resume(resume, Path(out_dir))
-    if tensorboard:
-        require_tensorboard()
+    report_to = tuple(dict.fromkeys([*report_to, *(["tensorboard"] if tensorboard else [])]))
+    require_sinks(report_to)
     configure_process_for_speed()
     tc = cfg.train
     if resume and tc.precision == "auto":  # a resumed run keeps the precision it trained in
@@ -161,7 +164,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
         tc.precision = "fp32"  # what the compiled step takes where bf16 is not native
     try:
         return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         tensorboard, init, started, sources, notes, asked)
+                         report_to, init, started, sources, notes, asked)
     finally:
         cleanup(info)
 
@@ -193,13 +196,13 @@ class _Run:
 
 
 def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-              show_progress: bool | Progress, tensorboard: bool = False,
+              show_progress: bool | Progress, report_to: Sequence[str] = (),
               init: InitSource | None = None, started: float | None = None,
               sources: Sources | None = None, notes: Sequence[str] = (),
               asked: bool | str = False) -> dict[str, Any]:
     run = _set_up(cfg, data_dir, out, resume, info, init, started, sources, notes)
     run.asked = asked
-    summary = _train_steps(run, show_progress, tensorboard)
+    summary = _train_steps(run, show_progress, report_to)
     with _phase(run.budget, "export"):
         summary["final"] = _export(run)
     barrier(info)
@@ -348,15 +351,17 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     return run
 
 
-def _train_steps(run: _Run, show_progress: bool | Progress, tensorboard: bool) -> dict[str, Any]:
+def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[str]
+                 ) -> dict[str, Any]:
     """Train from `run.step` to `train.steps`: log, probe and checkpoint on their cadences;
     on a time budget, plan and re-plan the steps (`_follow_budget`)."""
     tc, info, objective, budget = run.cfg.train, run.info, run.objective, run.budget
     batches = iterate_batches(run.data, tc.batch_size // (info.world_size * tc.grad_accum),
                               tc.seed, start_batch=run.step * tc.grad_accum, rank=info.rank,
                               world_size=info.world_size)
-    logger = MetricsLogger(run.out, resume_step=run.step, tensorboard=tensorboard,
+    logger = MetricsLogger(run.out, resume_step=run.step, report_to=report_to,
                            active=info.is_main)
+    logger.hyperparameters(run.cfg.to_dict())
     probe = HeldoutProbe.for_run(run.data_dir, run.data, run.context, tc, info)
     if probe is not None and run.step == 0:
         with _phase(budget, "probe"):
@@ -424,6 +429,7 @@ def _train_steps(run: _Run, show_progress: bool | Progress, tensorboard: bool) -
                 loop.preempt(f"; checkpoint {run.latest} written; " + (
                     "run the same command again to continue" if run.asked == AUTO
                     else "continue with the same command plus --resume"))
+        logger.finish({**last_record, "flops": loop.step * run.step_flops})
     run.step = loop.step
     examples = run.step * tc.batch_size
     # data_passes: how often the run read its training text; at small scale transfer fell

@@ -1,11 +1,42 @@
 """`electra plot`: training curves of any run's metrics log (pre-training, fine-tuning).
-Matplotlib is imported when it runs."""
+Matplotlib is imported when it runs. And the flags every training command shares for where its
+numbers go (`--report-to`, `--tensorboard`)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
-from electra.errors import install_hint
+from electra.errors import ElectraError, install_hint
+from electra.runtime.sinks import SINKS, parse_report_to
+
+
+def _report_to(text: str) -> tuple[str, ...]:
+    try:
+        return parse_report_to(text)
+    except ElectraError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--report-to: ")) from None
+
+
+_report_to.comma_list = True  # the Python API joins a list of names with commas
+
+
+def add_report_flags(p: argparse.ArgumentParser, tensorboard_dir: str = "OUT/tensorboard/"
+                     ) -> None:
+    """`--report-to` and its shorthand `--tensorboard`; `report_targets(args)` reads both."""
+    p.add_argument("--report-to", type=_report_to, default=(), metavar="SINKS",
+                   help=f"also send the settings, every logged row and the final results to "
+                   f"these, comma-separated: {', '.join(SINKS)} (default: none; wandb and "
+                   f"mlflow need {install_hint('tracking')}; docs/pretraining.md, "
+                   "experiment tracking)")
+    p.add_argument("--tensorboard", action="store_true", help=f"= --report-to tensorboard: "
+                   f"event files under {tensorboard_dir} (needs: {install_hint('plot')})")
+
+
+def report_targets(args: argparse.Namespace) -> tuple[str, ...]:
+    """The sinks a command's flags ask for."""
+    names = [*args.report_to, *(["tensorboard"] if args.tensorboard else [])]
+    return tuple(dict.fromkeys(names))
 
 
 def add_parsers(sub) -> None:

@@ -1,6 +1,7 @@
 """One logger for every training loop: a JSON line per record in OUT/metrics.jsonl (always;
-`electra plot` and the tests read it) and, when asked, the same numbers as TensorBoard scalars
-under OUT/tensorboard/ (an optional dependency: the `plot` extra).
+`electra plot` and the tests read it) and, when asked, the same numbers in the sinks of
+`--report-to` (`electra.runtime.sinks`: TensorBoard, Weights & Biases, MLflow; optional
+dependencies, the `plot` and `tracking` extras).
 
 A record is a flat dict with an int "step"; every other numeric key becomes a scalar of that
 name against the step (TensorBoard has no FLOPs axis, so `flops` is a scalar of its own).
@@ -11,24 +12,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from electra.errors import ElectraError, install_hint
 from electra.fileutil import write_atomic
+from electra.runtime.sinks import Sink, SinkContext, TensorBoardSink, open_sinks, require_sinks
 
 METRICS = "metrics.jsonl"
-TENSORBOARD = "tensorboard"
-INSTALL_HINT = f"{install_hint('plot')} (or pip install tensorboard)"
 
 
 def require_tensorboard() -> None:
     """Fail before a run starts (and writes anything) rather than at its first log line."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
-    except ImportError:
-        raise ElectraError(f"--tensorboard needs the tensorboard package: {INSTALL_HINT}"
-                           ) from None
+    require_sinks(["tensorboard"])
 
 
 def truncate_metrics(path: Path, step: int) -> None:
@@ -57,8 +53,10 @@ def scalars(record: dict[str, Any]) -> dict[str, float]:
 
 
 class MetricsLogger:
-    """Appends records to `out_dir/metrics.jsonl` and, with `tensorboard=True`, writes them as
-    scalars to `tensorboard_dir` (default `out_dir/tensorboard`).
+    """Appends records to `out_dir/metrics.jsonl` and sends them to the sinks of `report_to`
+    (`electra.runtime.sinks`: tensorboard, wandb, mlflow; `tensorboard=True` adds TensorBoard,
+    under `tensorboard_dir`, default `out_dir/tensorboard`). Trackers show the run as
+    `run_name` (default: the folder's name).
 
     `resume_step`: lines with a larger step are dropped from the JSON log and hidden from
     TensorBoard (its purge step), so a resumed run's curves have no doubled or stale points.
@@ -67,24 +65,30 @@ class MetricsLogger:
     """
 
     def __init__(self, out_dir: str | Path, resume_step: int = 0, tensorboard: bool = False,
-                 active: bool = True, tensorboard_dir: str | Path | None = None) -> None:
+                 active: bool = True, tensorboard_dir: str | Path | None = None,
+                 report_to: Sequence[str] = (), run_name: str | None = None) -> None:
         self.path = Path(out_dir) / METRICS
         self.active = active
-        self._writer = None
+        self.sinks: list[Sink] = []
+        self._last_step = resume_step
         if not active:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         truncate_metrics(self.path, resume_step)
-        if tensorboard:
-            require_tensorboard()
-            from torch.utils.tensorboard import SummaryWriter
-
-            log_dir = Path(tensorboard_dir) if tensorboard_dir else self.path.parent / TENSORBOARD
-            self._writer = SummaryWriter(str(log_dir), purge_step=resume_step + 1)
+        names = tuple(dict.fromkeys([*report_to, *(["tensorboard"] if tensorboard else [])]))
+        self.sinks = open_sinks(names, SinkContext(
+            self.path.parent, run_name or self.path.parent.name, resume_step,
+            Path(tensorboard_dir) if tensorboard_dir else None))
 
     @property
     def tensorboard_dir(self) -> Path | None:
-        return Path(self._writer.log_dir) if self._writer is not None else None
+        return next((s.log_dir for s in self.sinks if isinstance(s, TensorBoardSink)), None)
+
+    def hyperparameters(self, params: Mapping[str, Any]) -> None:
+        """The run's resolved settings, for the sinks (metrics.jsonl has them in OUT's
+        settings files)."""
+        for sink in self.sinks:
+            sink.hyperparameters(params)
 
     def log(self, record: dict[str, Any]) -> None:
         """Append one record (it must have an int "step"). Flushed at once: a crash loses
@@ -95,19 +99,24 @@ class MetricsLogger:
             raise ValueError(f"a metrics record needs an int 'step', got {record.get('step')!r}")
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
-        if self._writer is not None:
-            for key, value in scalars(record).items():
-                self._writer.add_scalar(key, value, record["step"])
-            self._writer.flush()
+        self._last_step = record["step"]
+        values = scalars(record)
+        for sink in self.sinks:
+            sink.log(record["step"], values)
 
     def log_at(self, step: int, values: dict[str, Any]) -> None:
         """An extra record at `step` (e.g. held-out evaluation), its own line in the log."""
         self.log({"step": step, **values})
 
+    def finish(self, results: Mapping[str, Any] | None = None) -> None:
+        """The run's final results (their numbers) to the sinks, which then close."""
+        final = scalars(dict(results or {}))
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            sink.finish(self._last_step, final)
+
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self.finish()
 
     def __enter__(self) -> MetricsLogger:
         return self
