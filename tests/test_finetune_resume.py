@@ -23,6 +23,7 @@ from test_train import one_error_line, without_notes
 from electra.cli import main
 from electra.config import ModelConfig
 from electra.errors import EXIT_PREEMPTED, ElectraError, Preempted
+from electra.fileutil import write_atomic
 from electra.finetune import seeds as seeds_mod
 from electra.finetune import training as training_mod
 from electra.finetune.training import EpochBatches, micro_batches
@@ -295,6 +296,38 @@ def test_the_model_counts_by_content_not_by_path(tiny_model: Path, user_data: Pa
     capsys.readouterr()
     assert main(finetune_argv(moved, user_data, out, "--seeds", "1")) == 1
     assert "(model.model.safetensors: '" in one_error_line(capsys.readouterr().err, "finetune")
+
+
+def test_the_data_counts_by_content_not_by_path(tiny_model: Path, user_data: Path,
+                                                tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same files in another folder are the same run; other content in the same folder is
+    refused; a seed recorded before data was compared by content (its folder's path) still
+    counts."""
+    data = tmp_path / "data"
+    shutil.copytree(user_data, data)
+    out = tmp_path / "out"
+    assert main(finetune_argv(tiny_model, data, out, "--seeds", "1")) == 0
+    before = json.loads((out / "results.json").read_text())
+    record_file = out / "seed1" / "seed.json"
+    record = json.loads(record_file.read_text())
+    assert set(record["run"]["data"]) == {"sha256"}
+    moved = tmp_path / "moved"
+    data.rename(moved)
+    monkeypatch.setattr(seeds_mod, "train_model", None)  # nothing may train
+    assert main(finetune_argv(tiny_model, moved, out, "--seeds", "1")) == 0
+    assert json.loads((out / "results.json").read_text())["seeds"] == before["seeds"]
+    # a record of the earlier kind names the folder: the same folder is the same run
+    write_atomic(record_file, json.dumps({**record, "run": {**record["run"],
+                                                            "data": str(moved.resolve())}}))
+    assert main(finetune_argv(tiny_model, moved, out, "--seeds", "1")) == 0
+    write_atomic(record_file, json.dumps(record))  # back to the content's digest
+    lines = (moved / "train.tsv").read_text().splitlines()
+    (moved / "train.tsv").write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")
+    capsys.readouterr()
+    assert main(finetune_argv(tiny_model, moved, out, "--seeds", "1")) == 1
+    assert "holds a fine-tuning run with other settings (data" in one_error_line(
+        capsys.readouterr().err, "finetune")
 
 
 def test_keep_best_rebuilds_the_best_of_the_finished_seeds(tmp_path: Path) -> None:

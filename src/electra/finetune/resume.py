@@ -6,10 +6,11 @@ OUT holding another configuration's progress is refused instead of mixed in."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, write_atomic
 from electra.runtime import checkpoint
+from electra.tasks.base import Example
 
 SEED_RECORD = "seed.json"
 # Settings a rerun may change without changing what any seed computes: the number of seeds
@@ -30,6 +32,21 @@ def fingerprint(settings: Mapping[str, Any], **identity: Any) -> dict[str, Any]:
     `FREE_SETTINGS`) and `identity` (the model's `model_digest`, the data, the tasks)."""
     kept = {k: v for k, v in settings.items() if k not in FREE_SETTINGS}
     return json.loads(json.dumps({"settings": kept, **identity}, sort_keys=True))
+
+
+def data_digest(*example_sets: Sequence[Example] | Mapping[str, Sequence[Example]]) -> str:
+    """The sha256 of the examples a run read (texts, words, labels, tags, ids; not where they
+    lie), so that a run is "the same" only on the same data, whatever folder holds it and
+    whatever changed in it."""
+    digest = hashlib.sha256()
+    for examples in example_sets:
+        groups = examples.items() if isinstance(examples, Mapping) else [("", examples)]
+        for name, group in groups:
+            digest.update(name.encode() + b"\0")
+            for ex in group:
+                digest.update(json.dumps([ex.texts, ex.label, ex.words, ex.tags, ex.uid],
+                                         default=str).encode() + b"\n")
+    return digest.hexdigest()
 
 
 def seed_dir(out: Path, seed: int) -> Path:
@@ -49,11 +66,15 @@ def model_digest(model_dir: str | Path) -> dict[str, str]:
     return {name: sha256_file(d / name) for name in names if (d / name).is_file()}
 
 
-def check_same_run(out: Path, run: dict[str, Any]) -> None:
+def check_same_run(out: Path, run: dict[str, Any], data_folder: str | None = None) -> None:
     """Refuse (before anything is written) when OUT holds progress of another configuration:
-    a finished seed's record or a checkpoint whose fingerprint differs from `run`."""
+    a finished seed's record or a checkpoint whose fingerprint differs from `run`. A record
+    written before data was compared by content names its data folder instead: it matches
+    when that is `data_folder`."""
     for path in _seed_dirs(out):
         saved = _saved_fingerprint(path)
+        if saved is not None and data_folder is not None and saved.get("data") == data_folder:
+            saved = {**saved, "data": run.get("data")}
         if saved is not None and saved != run:
             raise ElectraError(f"{out} holds a fine-tuning run with other settings "
                                f"({_first_difference(saved, run)} differs, in {path.name}); "

@@ -28,7 +28,7 @@ from electra.finetune.examples import data_folder, eval_sets_of, train_examples_
 from electra.finetune.heads import FinetuneModel, check_head
 from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
-from electra.finetune.resume import check_same_run, fingerprint, model_digest
+from electra.finetune.resume import check_same_run, data_digest, fingerprint, model_digest
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan, single_task_plan
@@ -127,8 +127,9 @@ def finetune(model_dir: str | Path, task_name: str, data_dir: str | Path, out_di
     used = dataclasses.replace(settings, lr=lr, layerwise_decay=decay, epochs=epochs, size=size)
     resolved = {**dataclasses.asdict(used), **(extra_info or {})}
     run_key = fingerprint(resolved, model=model_digest(model_dir), task=task.state(),
-                          data=str(Path(data_dir).resolve()))
-    check_same_run(out, run_key)  # a rerun continues; another configuration is refused
+                          data={"sha256": data_digest(train, eval_sets)})
+    # a rerun continues; another configuration (or other data) is refused
+    check_same_run(out, run_key, str(Path(data_dir).resolve()))
     out.mkdir(parents=True, exist_ok=True)  # only once the data (and teacher) checked out
 
     write_settings(out, {"finetune": used})

@@ -33,7 +33,7 @@ from electra.finetune.examples import eval_sets_of, train_examples_of
 from electra.finetune.heads import MultitaskModel, make_head
 from electra.finetune.model_io import load_source, source_dir
 from electra.finetune.results import task_results
-from electra.finetune.resume import check_same_run, fingerprint, model_digest
+from electra.finetune.resume import check_same_run, data_digest, fingerprint, model_digest
 from electra.finetune.seeds import SeedRunner, SeedScores
 from electra.finetune.settings import FinetuneSettings, learning_rates
 from electra.finetune.training import TrainPlan
@@ -177,9 +177,11 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     teacher_info = {name: str(matched.get(name)) if name in matched else None for name in tasks}
     run_key = fingerprint(resolved, model=model_digest(model_dir),
                           tasks=[t.state() for t in tasks.values()],
-                          data=str(Path(data_dir).resolve()),
+                          data={"sha256": data_digest(*(d for pair in data.values()
+                                                        for d in pair))},
                           teachers={name: model_digest(d) for name, d in matched.items()})
-    check_same_run(out, run_key)  # a rerun continues; another configuration is refused
+    # a rerun continues; another configuration (or other data) is refused
+    check_same_run(out, run_key, str(Path(data_dir).resolve()))
     out.mkdir(parents=True, exist_ok=True)
     pad_id = special_token_ids(tokenizer)["pad"]
     write_settings(out, {"multitask": used})
