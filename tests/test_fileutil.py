@@ -77,17 +77,17 @@ def test_failure_with_no_target_creates_nothing(tmp_path: Path) -> None:
     assert list((tmp_path / "sub").iterdir()) == []
 
 
-def test_stale_temp_dirs_are_removed_only_when_asked(tmp_path: Path) -> None:
+def test_what_a_killed_write_left_goes_with_the_next_write(tmp_path: Path) -> None:
+    """A kill -9 while a folder is staged (a final export, a checkpoint's export) leaves its
+    temp dir; the next write of that folder removes it, but not a live process's."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
     stale = tmp_path / f".out.tmp-{dead}-abc123"
+    old = tmp_path / f".out.old-{dead}-abc123"
     live = tmp_path / f".out.tmp-{os.getpid()}-def456"  # a run in progress: not ours
-    stale.mkdir()
-    live.mkdir()
+    for path in (stale, old, live):
+        path.mkdir()
     with staged_dir(tmp_path / "out"):
-        pass
-    assert stale.is_dir()
-    with staged_dir(tmp_path / "out", remove_stale=True):
         pass
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", live.name])
 

@@ -96,16 +96,15 @@ def install_dir(tmp: str | Path, out: str | Path) -> None:
 
 
 @contextmanager
-def staged_dir(out: str | Path, install: Callable[[Path, Path], None] = install_dir,
-               remove_stale: bool = False) -> Iterator[Path]:
+def staged_dir(out: str | Path, install: Callable[[Path, Path], None] = install_dir
+               ) -> Iterator[Path]:
     """Yield a temp dir beside `out` to write a whole directory into; `install` (by default
     `install_dir`, atomic) puts it in place when the block ends without an error. On any
     exception, the block's or `install`'s, the temp dir is deleted, so a failed write leaves
-    `out` as it was and nothing beside it. `remove_stale` first deletes what killed runs left
-    beside `out` (worth it where outputs are large, e.g. prepared data)."""
+    `out` as it was and nothing beside it. What killed runs (kill -9) left beside `out` is
+    deleted first, so that no half-written folder outlives the next write of `out`."""
     out = Path(out)
-    if remove_stale:
-        remove_stale_temp_dirs(out)
+    remove_stale_temp_dirs(out)
     tmp = temp_dir_beside(out)
     try:
         yield tmp

@@ -75,7 +75,7 @@ def merge_parts(parts: Sequence[str | Path], out_dir: str | Path,
     out = Path(out_dir)
     check_out_dir(out, overwrite)
     first = paths[order[0]]
-    with staged_dir(out, remove_stale=True) as tmp:
+    with staged_dir(out) as tmp:
         tokenizer = manifests[order[0]].get("tokenizer", "tokenizer")
         shutil.copytree(first / tokenizer, tmp / tokenizer)
         splits: dict[str, dict[str, Any]] = {}

@@ -164,7 +164,7 @@ def prepare_corpus(
     checksum = vocab_checksum(tokenizer_dir)
     dtype = np.uint16 if vocab_size <= 2**16 else np.uint32
 
-    with staged_dir(out, remove_stale=True) as tmp:
+    with staged_dir(out) as tmp:
         with writing(out, "the tokenizer files"):
             copy_tokenizer_files(tokenizer_dir, tmp / "tokenizer")
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
