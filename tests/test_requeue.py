@@ -185,6 +185,64 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_leaves_no_partial_files(
     assert_bit_identical(reference, out)
 
 
+def test_a_full_disk_while_appending_metrics_is_one_line_and_the_same_command_continues(
+        reference, tiny_config, data_dir, tmp_path, monkeypatch, capsys):
+    """metrics.jsonl's line of step 5 fails half-written (ENOSPC): exit 1, one line naming the
+    latest checkpoint (step 4) and the command; that command, once space is back, drops the
+    torn line and finishes bit-identical, its metrics those of an uninterrupted run."""
+    from electra.runtime import metrics_log
+
+    out = tmp_path / "out"
+    argv = pretrain_argv(tiny_config, data_dir, out, "--resume", "auto",
+                         "--set", "train.log_every=1")
+    real = metrics_log.MetricsLogger._append
+
+    def append(self, line):
+        if '"step": 5,' in line and '"loss"' in line:
+            with self.path.open("a") as handle:
+                handle.write(line[: len(line) // 2])  # what lands before the disk is full
+            raise enospc(self.path)
+        return real(self, line)
+
+    monkeypatch.setattr(metrics_log.MetricsLogger, "_append", append)
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert one_error_line(capsys.readouterr().err, "pretrain") == (
+        f"electra pretrain: error: {out / 'metrics.jsonl'}: appending step 5: no space left "
+        "on device; the latest complete checkpoint is step 4; free space and run the same "
+        "command again")
+    monkeypatch.setattr(metrics_log.MetricsLogger, "_append", real)
+    assert main(argv) == 0
+    assert_bit_identical(reference, out)
+    again = tmp_path / "again"  # the same settings, uninterrupted, for the log's lines
+    assert main(pretrain_argv(tiny_config, data_dir, again, "--set", "train.log_every=1")) == 0
+    strip = {"tokens_per_s"}
+    assert [{k: v for k, v in r.items() if k not in strip} for r in read_metrics(out)] == \
+        [{k: v for k, v in r.items() if k not in strip} for r in read_metrics(again)]
+
+
+def test_a_full_disk_while_writing_run_json_leaves_no_run_and_the_same_command_starts(
+        reference, tiny_config, data_dir, tmp_path, monkeypatch, capsys):
+    from electra.pretrain import loop
+
+    out = tmp_path / "out"
+    real = loop.write_run_record
+
+    def write_run_record(out_dir, record):
+        half_written(Path(out_dir) / "run.json", enospc)
+
+    monkeypatch.setattr(loop, "write_run_record", write_run_record)
+    capsys.readouterr()
+    assert main(pretrain_argv(tiny_config, data_dir, out)) == 1
+    assert one_error_line(capsys.readouterr().err, "pretrain") == (
+        f"electra pretrain: error: {out}: no space left on device while writing settings.json "
+        "and run.json (neither kept); free space and run the same command again")
+    assert not (out / "settings.json").exists() and not (out / "run.json").exists()
+    monkeypatch.setattr(loop, "write_run_record", real)
+    assert main(pretrain_argv(tiny_config, data_dir, out)) == 0
+    assert_bit_identical(reference, out)
+
+
 def test_a_full_disk_during_the_final_export_is_one_line(reference, tiny_config, data_dir,
                                                          tmp_path, monkeypatch, capsys):
     """The generator's export fails: OUT/final goes (its discriminator too), the last

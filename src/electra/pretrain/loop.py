@@ -319,8 +319,6 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     # Written only now, so that a resume refused above leaves OUT as it was.
     barrier(info)  # every rank checks OUT before rank 0 writes into it
     if info.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        write_settings(out, settings)
         for note in [*notes, *(init.notes if init is not None else ()),
                      *_schedule_notes(tc)]:
             print(f"note: {note}", file=sys.stderr)
@@ -344,7 +342,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
                skipped, latest, flops_per_step, init, sources, whole_step, overflows, budget,
                planned is not False)
     if info.is_main:
-        _write_run_record(run)
+        _write_run_files(run, settings, fresh=latest is None and not holds_run(out))
     if budget is not None:
         budget.phases["set_up"] = budget.phases.get("set_up", 0.0) + (
             time.perf_counter() - budget.started)
@@ -359,8 +357,14 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
     batches = iterate_batches(run.data, tc.batch_size // (info.world_size * tc.grad_accum),
                               tc.seed, start_batch=run.step * tc.grad_accum, rank=info.rank,
                               world_size=info.world_size)
+    def write_failed(reason: str, what: str) -> str:
+        latest = (f"the latest complete checkpoint is step {checkpoint.step_of(run.latest.name)}"
+                  if run.latest is not None else "no complete checkpoint yet")
+        return f"{what}: {reason}; {latest}; {space_advice(reason)} and " \
+            f"{continue_hint(run.asked)}"
+
     logger = MetricsLogger(run.out, resume_step=run.step, report_to=report_to,
-                           active=info.is_main)
+                           active=info.is_main, write_failed=write_failed)
     logger.hyperparameters(run.cfg.to_dict())
     probe = HeldoutProbe.for_run(run.data_dir, run.data, run.context, tc, info)
     if probe is not None and run.step == 0:
@@ -508,6 +512,26 @@ def _smallest_over_ranks(value: int, info: DistInfo) -> int:
     if not info.enabled:
         return value
     return -int(all_reduce_max(torch.tensor([-value], device=info.device), info).item())
+
+
+def _write_run_files(run: _Run, settings: dict[str, Any], fresh: bool) -> None:
+    """OUT/settings.json and OUT/run.json. A failed write (a full disk) is one line; a new
+    run's OUT then holds neither, so the same command starts it again."""
+    def describe(reason: str) -> str:
+        return (f"{run.out}: {reason} while writing {SETTINGS_FILE} and {RUN_FILE}"
+                f"{' (neither kept)' if fresh else ''}; {space_advice(reason)} and run the "
+                "same command again")
+
+    with reported_write_failures(describe):
+        try:
+            run.out.mkdir(parents=True, exist_ok=True)
+            write_settings(run.out, settings)
+            _write_run_record(run)
+        except Exception:
+            if fresh:
+                for name in (SETTINGS_FILE, RUN_FILE):
+                    (run.out / name).unlink(missing_ok=True)
+            raise
 
 
 def _write_run_record(run: _Run, extra: dict | None = None) -> None:

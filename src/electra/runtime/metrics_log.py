@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from electra.fileutil import write_atomic
+from electra.errors import ElectraError
+from electra.fileutil import space_advice, write_atomic, write_failure
 from electra.runtime.sinks import Sink, SinkContext, TensorBoardSink, open_sinks, require_sinks
 
 METRICS = "metrics.jsonl"
@@ -28,12 +29,23 @@ def require_tensorboard() -> None:
 
 
 def truncate_metrics(path: Path, step: int) -> None:
-    """After a resume, drop log lines written after the checkpoint we resume from."""
+    """After a resume, drop log lines written after the checkpoint we resume from, and a last
+    line that a failed write (a full disk) left torn."""
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= step]
-    write_atomic(path, "".join(line + "\n" for line in kept))
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for i, line in enumerate(lines):
+        try:
+            records.append((line, json.loads(line)["step"]))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            if i < len(lines) - 1:  # only the last line can be torn; anything else is damage
+                raise ElectraError(f"{path}:{i + 1}: not a metrics record") from None
+    write_atomic(path, "".join(line + "\n" for line, at in records if at <= step))
+
+
+def _failed_append(reason: str, what: str) -> str:
+    return f"{what}: {reason}; {space_advice(reason)} and run the same command again"
 
 
 HELDOUT_PREFIX = "heldout_"
@@ -61,13 +73,16 @@ class MetricsLogger:
     `resume_step`: lines with a larger step are dropped from the JSON log and hidden from
     TensorBoard (its purge step), so a resumed run's curves have no doubled or stale points.
     `active=False` (DDP ranks other than 0) makes every method a no-op, so callers need no
-    rank checks.
+    rank checks. A line that cannot be appended (a full disk) is one ElectraError,
+    `write_failed(reason, what)`, which the loop words with how to continue.
     """
 
     def __init__(self, out_dir: str | Path, resume_step: int = 0, tensorboard: bool = False,
                  active: bool = True, tensorboard_dir: str | Path | None = None,
-                 report_to: Sequence[str] = (), run_name: str | None = None) -> None:
+                 report_to: Sequence[str] = (), run_name: str | None = None,
+                 write_failed: Callable[[str, str], str] = _failed_append) -> None:
         self.path = Path(out_dir) / METRICS
+        self.write_failed = write_failed
         self.active = active
         self.sinks: list[Sink] = []
         self._last_step = resume_step
@@ -97,12 +112,21 @@ class MetricsLogger:
             return
         if not isinstance(record.get("step"), int):
             raise ValueError(f"a metrics record needs an int 'step', got {record.get('step')!r}")
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            self._append(json.dumps(record) + "\n")
+        except OSError as error:
+            reason = write_failure(error) or str(error)
+            raise ElectraError(self.write_failed(
+                reason, f"{self.path}: appending step {record['step']}")) from None
         self._last_step = record["step"]
         values = scalars(record)
         for sink in self.sinks:
             sink.log(record["step"], values)
+
+    def _append(self, line: str) -> None:
+        with self.path.open("a") as f:
+            f.write(line)
+            f.flush()
 
     def log_at(self, step: int, values: dict[str, Any]) -> None:
         """An extra record at `step` (e.g. held-out evaluation), its own line in the log."""
