@@ -157,6 +157,20 @@ def test_the_bar_shows_the_reported_numbers_and_off_shows_nothing():
     assert silent.getvalue() == ""
 
 
+def test_work_without_a_log_cadence_gets_a_line_every_interval_and_one_at_the_end():
+    """Scoring counts texts (or passes) in batches: a line once `line_every_s` has passed,
+    and where it ended."""
+    stream = io.StringIO()
+    with StepProgress("lines", 100, desc="score (mlm)", stream=stream, unit="text",
+                      line_every_s=30.0,
+                      clock=clock(0.0, 10.0, 31.0, 31.0, 50.0, 50.0)) as progress:
+        for n in (32, 32, 36):  # at 10 s (no line), 31 s (a line) and 50 s (none yet)
+            progress.advance(n=n)
+    assert stream.getvalue().splitlines() == [  # the last: at close
+        "score (mlm) text 64/100 (64%) | 2.06 texts/s | elapsed 31s | eta 17s",
+        "score (mlm) text 100/100 (100%) | 1.89 texts/s | elapsed 50s | eta 0s"]
+
+
 def test_count_lines_come_every_interval_and_once_at_the_end():
     stream = FlushRecorder()
     with CountProgress("lines", "preparing", interval_s=30.0, stream=stream,

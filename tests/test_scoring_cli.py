@@ -148,3 +148,15 @@ def test_score_refuses_an_input_with_no_text(tmp_path, models, capsys, content):
     assert capsys.readouterr().err.strip() == (
         f"electra score: error: {src}: no text to score (the file is empty or blank)")
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_score_writes_progress_lines_without_a_terminal(tmp_path, models, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS) + "\n")
+    assert main(["score", "--model", str(models["mlm"]), "--input", str(src),
+                 "--out", str(tmp_path / "out.jsonl")]) == 0
+    lines = capsys.readouterr().err.splitlines()  # captured: not a terminal
+    assert len(lines) == 1 and lines[0].startswith("score (mlm) pass ")
+    assert main(["score", "--model", str(models["mlm"]), "--input", str(src), "--quiet",
+                 "--out", str(tmp_path / "quiet.jsonl")]) == 0
+    assert capsys.readouterr().err == ""

@@ -63,19 +63,21 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _rate(steps_per_s: float) -> str:
+def _rate(steps_per_s: float, unit: str = "step") -> str:
     """2.31 steps/s; below one step a second, as tqdm does, 4.20 s/step."""
-    return f"{steps_per_s:.2f} steps/s" if steps_per_s >= 1 else f"{1 / steps_per_s:.2f} s/step"
+    return (f"{steps_per_s:.2f} {unit}s/s" if steps_per_s >= 1
+            else f"{1 / steps_per_s:.2f} s/{unit}")
 
 
 def step_line(desc: str, step: int, total: int, values: Mapping[str, Any],
-              steps_per_s: float | None, elapsed_s: float) -> str:
+              steps_per_s: float | None, elapsed_s: float, unit: str = "step") -> str:
     """`pretrain step 200/1000 (20%) | loss 3.412 | disc_acc 0.871 | 2.31 steps/s | elapsed
-    1m27s | eta 5m46s`: the ETA is the steps left at `steps_per_s` (None when unknown)."""
-    parts = [f"{desc} step {step}/{total} ({100 * step // max(total, 1)}%)"]
+    1m27s | eta 5m46s`: the ETA is the steps left at `steps_per_s` (None when unknown).
+    `unit` names what is counted (`score (mlm) text 120/400 ...`)."""
+    parts = [f"{desc} {unit} {step}/{total} ({100 * step // max(total, 1)}%)"]
     parts += [f"{key} {_value(value)}" for key, value in values.items()]
     known = steps_per_s is not None and steps_per_s > 0
-    parts.append(_rate(steps_per_s) if known else "? steps/s")
+    parts.append(_rate(steps_per_s, unit) if known else f"? {unit}s/s")
     parts.append(f"elapsed {format_duration(elapsed_s)}")
     parts.append(f"eta {format_duration((total - step) / steps_per_s)}" if known else "eta ?")
     return " | ".join(parts)
@@ -108,11 +110,16 @@ class StepProgress:
 
     def __init__(self, mode: bool | str | Progress, total: int, start: int = 0,
                  desc: str = "train", stream: TextIO | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, unit: str = "step",
+                 line_every_s: float | None = None) -> None:
+        """`line_every_s`: for work without a log cadence (scoring), a line that often, and
+        one at `close`."""
         self.mode = progress_mode(mode)
         self.total = total
         self.step = start
         self.desc = desc
+        self.unit = unit
+        self.line_every_s = line_every_s
         self._stream = stream
         self._clock = clock
         self._started = clock()
@@ -121,16 +128,19 @@ class StepProgress:
         if self.mode is Progress.BAR:
             from tqdm import tqdm  # imported here: the CLI's parser imports this module
 
-            self._bar = tqdm(total=total, initial=start, desc=desc, unit="step", file=stream,
+            self._bar = tqdm(total=total, initial=start, desc=desc, unit=unit, file=stream,
                              dynamic_ncols=True)
 
-    def advance(self, postfix: Mapping[str, Any] | None = None) -> None:
-        """One step done; `postfix`: what the bar shows beside it from now on."""
-        self.step += 1
+    def advance(self, postfix: Mapping[str, Any] | None = None, n: int = 1) -> None:
+        """`n` steps done; `postfix`: what the bar shows beside it from now on."""
+        self.step += n
         if self._bar is not None:
             if postfix is not None:
                 self._bar.set_postfix(postfix, refresh=False)
-            self._bar.update(1)
+            self._bar.update(n)
+        elif (self.mode is Progress.LINES and self.line_every_s is not None
+              and self._clock() - self._last[1] >= self.line_every_s):
+            self.report({})
 
     def set_total(self, total: int) -> None:
         self.total = total
@@ -148,11 +158,20 @@ class StepProgress:
             rate = (self.step - last_step) / (now - last_time) if now > last_time else None
             self._last = (self.step, now)
             _write(self._stream, step_line(self.desc, self.step, self.total, values, rate,
-                                           now - self._started))
+                                           now - self._started, self.unit))
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+        elif (self.mode is Progress.LINES and self.line_every_s is not None
+              and self.step != self._last[0]):
+            self.report({})  # where it ended, unless the last line said so
+
+    def __enter__(self) -> StepProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class CountProgress:

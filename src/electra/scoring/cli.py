@@ -141,6 +141,6 @@ def _run_rerank(args) -> None:
                                   args.out, _bar(args)), indent=2))
 
 
-def _bar(args) -> bool:
-    """Scoring's progress: a bar on a terminal, nothing elsewhere (no lines yet)."""
-    return show_progress(args.quiet) is Progress.BAR
+def _bar(args) -> Progress:
+    """Scoring's progress: a bar on a terminal, a line every 30 s in a log, none with --quiet."""
+    return show_progress(args.quiet)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from electra.device import resolve_device
 from electra.errors import ElectraError
+from electra.progress import Progress
 from electra.scoring.load import load_scorer
 from electra.scoring.minimal_pairs import evaluate_minimal_pairs, read_minimal_pairs
 from electra.scoring.pll import PllScorer
@@ -40,7 +41,7 @@ class ScorerOptions:
 
 
 def score_file(options: ScorerOptions, input_path: str | Path, out_path: str | Path,
-               text_field: str = "text", per_token: bool = False, progress: bool = False
+               text_field: str = "text", per_token: bool = False, progress: bool | Progress = False
                ) -> dict:
     """Score every text of INPUT; write JSON lines {"index", "line", "text", "pll",
     "num_tokens", ["truncated"], ["tokens", "token_scores"]} to OUT."""
@@ -66,7 +67,8 @@ def score_file(options: ScorerOptions, input_path: str | Path, out_path: str | P
 
 
 def minimal_pairs_file(options: ScorerOptions, data: str | Path, limit: int | None = None,
-                       out_path: str | Path | None = None, progress: bool = False) -> dict:
+                       out_path: str | Path | None = None, progress: bool | Progress = False
+                       ) -> dict:
     pairs = read_minimal_pairs(data, limit)
     scorer = options.build()
     result = {"model": options.model, "data": str(data), "limit_per_uid": limit,
@@ -78,7 +80,7 @@ def minimal_pairs_file(options: ScorerOptions, data: str | Path, limit: int | No
 
 def rerank_files(options: ScorerOptions, nbest: str | Path, dev: str | Path | None = None,
                  lam: float | None = None, out_path: str | Path | None = None,
-                 progress: bool = False) -> dict:
+                 progress: bool | Progress = False) -> dict:
     """Re-rank NBEST (lambda given, or tuned on DEV); PLLs from the hypotheses' "pll" fields
     where all have one, else from --model."""
     test_lists = read_nbest(nbest)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.errors import ElectraError
+from electra.progress import Progress
 from electra.scoring.pll import PllScorer
 from electra.scoring.textio import iter_json_objects
 
@@ -72,7 +73,7 @@ def pair_accuracy(pairs: Sequence[MinimalPair], good: Sequence[float], bad: Sequ
 
 
 def evaluate_minimal_pairs(scorer: PllScorer, pairs: Sequence[MinimalPair],
-                           batch_size: int = 32, progress: bool = False) -> dict:
+                           batch_size: int = 32, progress: bool | Progress = False) -> dict:
     """Score every distinct sentence once, then compare each pair."""
     sentences = sorted({s for p in pairs for s in (p.good, p.bad)})
     plls = dict(zip(sentences, scorer.pll(sentences, batch_size, progress), strict=True))

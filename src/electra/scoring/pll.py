@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
-from tqdm import tqdm
 
 from electra.errors import ElectraError
+from electra.progress import LINE_INTERVAL_S, Progress, StepProgress
 from electra.tokenizer import special_token_ids
 
 
@@ -85,7 +85,7 @@ class PllScorer:
         return ids, [len(e.ids) > room for e in encodings]
 
     def score(self, texts: Sequence[str], batch_size: int = 32, per_token: bool = False,
-              progress: bool = False) -> list[ScoredText]:
+              progress: bool | Progress = False) -> list[ScoredText]:
         """PLL of each text, in input order. `batch_size` counts sequences per forward pass
         (for `MlmScorer`, masked copies)."""
         texts = list(texts)
@@ -101,13 +101,13 @@ class PllScorer:
             out.append(item)
         return out
 
-    def pll(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False
+    def pll(self, texts: Sequence[str], batch_size: int = 32, progress: bool | Progress = False
             ) -> list[float]:
         return [s.pll for s in self.score(texts, batch_size, progress=progress)]
 
     @torch.no_grad()
     def score_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 32,
-                  progress: bool = False) -> list[torch.Tensor]:
+                  progress: bool | Progress = False) -> list[torch.Tensor]:
         """Per-token log-probabilities (float64, CPU) of each sequence's tokens between [CLS]
         and [SEP]."""
         results: list[torch.Tensor | None] = [None] * len(ids)
@@ -122,13 +122,15 @@ class PllScorer:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
-    def _bar(self, total: int, progress: bool, unit: str):
-        return tqdm(total=total, desc=f"score ({self.name})", unit=unit, disable=not progress)
+    def _bar(self, total: int, progress: bool | Progress, unit: str) -> StepProgress:
+        """A bar on a terminal, a line every LINE_INTERVAL_S seconds in a log (`Progress`)."""
+        return StepProgress(progress, total, desc=f"score ({self.name})", unit=unit,
+                            line_every_s=LINE_INTERVAL_S)
 
-    def _score_batches(self, ids: Sequence[Sequence[int]], batch_size: int, progress: bool
-                       ) -> Iterator[tuple[int, torch.Tensor]]:
+    def _score_batches(self, ids: Sequence[Sequence[int]], batch_size: int,
+                       progress: bool | Progress) -> Iterator[tuple[int, torch.Tensor]]:
         """One forward pass per batch of whole sequences (the one-pass scorers)."""
-        with self._bar(len(ids), progress, " texts") as bar:
+        with self._bar(len(ids), progress, "text") as bar:
             for batch in length_sorted_batches([len(s) for s in ids], batch_size):
                 input_ids, mask = pad_batch([ids[i] for i in batch], self.special["pad"])
                 input_ids, mask = input_ids.to(self.device), mask.to(self.device)
@@ -136,7 +138,7 @@ class PllScorer:
                     scores = self._token_scores(input_ids, mask).double().cpu()
                 for row, i in enumerate(batch):
                     yield i, scores[row, 1:len(ids[i]) - 1].clone()
-                bar.update(len(batch))
+                bar.advance(n=len(batch))
 
     def _token_scores(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[B, S] log p(x_t | x without t) estimates (values at [CLS], [SEP] and padding are
@@ -161,7 +163,7 @@ class MlmScorer(PllScorer):
         # One job per (text, position): positions 1..len-2 (not [CLS]/[SEP]), grouped by text.
         jobs = [(i, p) for i, seq in enumerate(ids) for p in range(1, len(seq) - 1)]
         values = torch.zeros(len(jobs), dtype=torch.float64)
-        with self._bar(len(jobs), progress, " passes") as bar:
+        with self._bar(len(jobs), progress, "pass") as bar:
             for batch in length_sorted_batches([len(ids[i]) for i, _ in jobs], batch_size):
                 chosen = [jobs[j] for j in batch]
                 input_ids, mask = pad_batch([ids[i] for i, _ in chosen], self.special["pad"])
@@ -176,7 +178,7 @@ class MlmScorer(PllScorer):
                 logp = F.log_softmax(logits.float(), dim=-1)
                 picked = logp.gather(1, targets.to(self.device)[:, None]).squeeze(1)
                 values[torch.tensor(batch)] = picked.double().cpu()
-                bar.update(len(chosen))
+                bar.advance(n=len(chosen))
         counts = [max(len(seq) - 2, 0) for seq in ids]
         yield from enumerate(torch.split(values, counts))
 

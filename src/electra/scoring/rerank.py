@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.errors import ElectraError
+from electra.progress import Progress
 from electra.scoring.pll import PllScorer
 from electra.scoring.textio import iter_json_objects
 
@@ -89,7 +90,7 @@ def _is_number(value: object) -> bool:
 
 
 def add_pll(lists: Sequence[NBestList], scorer: PllScorer, batch_size: int = 32,
-            progress: bool = False) -> None:
+            progress: bool | Progress = False) -> None:
     """Fill in missing `pll` values, scoring each distinct text once."""
     todo = sorted({h.text for lst in lists for h in lst.hypotheses if h.pll is None})
     if not todo:
