@@ -60,6 +60,11 @@ VARIANTS: dict[str, tuple[dict, str]] = {
     "mask25": ({"objective.mask_prob": 0.25}, "25% masking (ELECTRA-Large's rate)"),
     "gdes": ({"objective.sharing": "gdes"}, "DeBERTa-V3's gradient-disentangled sharing"),
     "temp2": ({"objective.temperature": 2.0}, "sampling at temperature 2 (more replacements)"),
+    "gen1-mask25": ({"objective.generator_layers": 1, "objective.mask_prob": 0.25},
+                    "a one-layer generator and 25% masking"),
+    "gen0.5-mask25": ({"objective.generator_multiplier": 0.5, "objective.sharing": "none",
+                       "objective.mask_prob": 0.25},
+                      "a generator half as wide (its own embeddings) and 25% masking"),
 }
 PRETRAIN_SEEDS = (1, 2, 3)
 
