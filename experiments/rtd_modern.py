@@ -60,6 +60,13 @@ VARIANTS: dict[str, tuple[dict, str]] = {
     "mask25": ({"objective.mask_prob": 0.25}, "25% masking (ELECTRA-Large's rate)"),
     "gdes": ({"objective.sharing": "gdes"}, "DeBERTa-V3's gradient-disentangled sharing"),
     "temp2": ({"objective.temperature": 2.0}, "sampling at temperature 2 (more replacements)"),
+    "lr5e-4": ({"train.learning_rate": 5e-4}, "peak learning rate 5e-4 (1e-3 elsewhere)"),
+    "lr2e-3": ({"train.learning_rate": 2e-3}, "peak learning rate 2e-3"),
+    "disc-weight10": ({"objective.disc_weight": 10.0}, "discriminator loss weight 10 (50)"),
+    "gen-own-embeddings": ({"objective.sharing": "none"},
+                           "the generator's own token embeddings (no sharing)"),
+    "dropout0.1": ({"model.hidden_dropout_prob": 0.1, "model.attention_probs_dropout_prob": 0.1},
+                   "dropout 0.1 (ELECTRA's; ModernBERT's is 0)"),
     "gen1-mask25": ({"objective.generator_layers": 1, "objective.mask_prob": 0.25},
                     "a one-layer generator and 25% masking"),
     "gen0.5-mask25": ({"objective.generator_multiplier": 0.5, "objective.sharing": "none",
@@ -98,6 +105,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--checks", default=",".join(CHECK_RUNS),
                    help="downstream checks (default: %(default)s)")
     p.add_argument("--table", action="store_true", help="train nothing: tabulate")
+    p.add_argument("--pretrain-only", action="store_true", help="pre-train (and probe) only: "
+                   "a quick screen of the probes' curves at a small --budget-steps")
     args = p.parse_args(argv)
     args.variants = args.only.split(",") if args.only else list(VARIANTS)
     unknown = [v for v in args.variants if v not in VARIANTS]
@@ -144,6 +153,8 @@ def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
     data_dir = context_study.prepare_data(pretrain, None)
     overrides = {**MODERN, **VARIANTS[variant][0]}
     context_study.run_variant(variant, overrides, data_dir, pretrain, seed, args.budget_steps)
+    if args.pretrain_only:
+        return
     model = exported_encoder(pretrain / "runs" / run_name(variant, seed, args.budget_steps))
     for check in args.check_list:
         finetune_check(model, args.work / "transfer" / run_name(variant, seed,
@@ -214,6 +225,25 @@ def markdown(models: dict[str, list[dict]], random: dict | None, checks: list[st
     return head + "\n".join(lines) + "\n"
 
 
+def probe_table(work: Path, budget: int, variants: list[str], seeds: list[int]) -> str:
+    """The probes at the end of each pre-training run of `budget` (a `--pretrain-only`
+    screen): what each variant does to context use, token cosine and the generator."""
+    lines = ["| variant | seed | steps | " + " | ".join(label for _, label in PROBES) + " |",
+             "|---|---|---|" + "---|" * len(PROBES)]
+    for variant in variants:
+        for seed in seeds:
+            run = work / "pretrain" / "runs" / run_name(variant, seed, budget)
+            steps = last_row(run, "step")
+            if steps is None:
+                continue
+            cells = [f"{v:.3f}" if (v := last_row(run, key)) is not None else "–"
+                     for key, _ in PROBES]
+            lines.append(f"| {variant} | {seed} | {steps} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines) + "\n"
+    write_atomic(work / f"probes-b{budget}.md", table)
+    return table
+
+
 def tabulate(work: Path, budget: int, checks: list[str]) -> dict:
     models = finished(work, budget, checks)
     weights = work / "transfer" / "random"
@@ -229,6 +259,13 @@ def tabulate(work: Path, budget: int, checks: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    if args.pretrain_only:
+        for seed in args.seed_list:
+            for variant in args.variants:
+                train_model(variant, seed, args)
+        table = probe_table(args.work, args.budget_steps, args.variants, args.seed_list)
+        print(table)
+        return {"probes": table}
     if not args.table:
         for seed in args.seed_list:
             for variant in args.variants:
