@@ -355,3 +355,28 @@ def test_a_glue_task_missing_from_a_glue_folder_names_the_folder(tmp_path, tiny_
                              str(glue), "--out", str(tmp_path / "out")])
     assert message.endswith(f"{glue}: no MRPC folder (it holds CoLA, SST-2); --data is a GLUE "
                             "folder with a MRPC/ folder, or the MRPC folder itself")
+
+
+def test_evaluate_and_predict_refuse_another_commands_output(tmp_path, data_dir, capsys):
+    """A fine-tuning run's OUT (its results.json would be replaced) or a pre-training run's
+    is refused in the one wording, naming --overwrite; an empty OUT is taken."""
+    from electra.outputs import check_writable, held_output
+
+    run = tmp_path / "run"
+    assert main(pretrain(data_dir, run)) == 0
+    for command in ("evaluate", "predict"):
+        message = fails(capsys, [command, "--model", str(run / "final" / "discriminator"),
+                                 "--data", str(tmp_path), "--task", "SST-2", "--out", str(run)])
+        assert message.endswith(f"{run} already holds a pre-training run; choose another "
+                                "--out or pass --overwrite to replace it")
+    finetuned = tmp_path / "ft"
+    finetuned.mkdir()
+    (finetuned / "settings.json").write_text('{"finetune": {}}')
+    (finetuned / "results.json").write_text("{}")
+    assert held_output(finetuned) == "a fine-tuning run"
+    evaluated = tmp_path / "ev"
+    evaluated.mkdir()
+    (evaluated / "results.json").write_text("{}")
+    check_writable(evaluated, "evaluation results")  # its own: taken
+    check_writable(tmp_path / "new", "predictions")
+    check_writable(run, "predictions", overwrite=True)

@@ -226,7 +226,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "electra.device", "electra.precision", "electra.architectures", "electra.model_config",
         "electra.presets", "electra.config", "electra.tokenizer", "electra.tagschemes",
         "electra.flops", "electra.cli_support", "electra.settings", "electra.progress",
-        "electra.hub"})),
+        "electra.hub", "electra.outputs"})),
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),

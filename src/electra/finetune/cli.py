@@ -48,12 +48,16 @@ def add_parsers(sub) -> None:
                        description="Evaluate a model written by `electra finetune` (OUT/model) "
                        "and write OUT/results.json and the dev predictions.")
     _add_finetune_flags(p, train=False)
+    p.add_argument("--overwrite", action="store_true", help="write into an OUT that holds "
+                   "another command's output")
     p.set_defaults(func=_run_evaluate)
     p = sub.add_parser("predict", help="test-set predictions (GLUE TSVs, SQuAD JSON)",
                        description="Predict the test split with a fine-tuned model: GLUE tasks "
                        "give the server's TSV files (CoLA.tsv, MNLI-m.tsv, ...), SQuAD the "
                        "official JSON for DATA/test-v1.1.json (or -v2.0), others JSONL.")
     _add_finetune_flags(p, train=False)
+    p.add_argument("--overwrite", action="store_true", help="write into an OUT that holds "
+                   "another command's output")
     p.set_defaults(func=_run_predict)
 
 
@@ -236,7 +240,7 @@ def _run_evaluate(args) -> None:
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False)[0], args.max_seq_len,
                    revision=args.revision, data_config=args.data_config,
-                   data_revision=args.data_revision)
+                   data_revision=args.data_revision, overwrite=args.overwrite)
     print(json.dumps({"task": res["task"], "scores": res["scores"]}))
 
 
@@ -246,5 +250,5 @@ def _run_predict(args) -> None:
     written = predict(args.model, args.data, args.out, args.task,
                       _finetune_settings(args, train=False)[0], args.max_seq_len,
                       revision=args.revision, data_config=args.data_config,
-                      data_revision=args.data_revision)
+                      data_revision=args.data_revision, overwrite=args.overwrite)
     print(json.dumps({"written": written}))

@@ -17,6 +17,7 @@ from electra.finetune.heads import FinetuneModel
 from electra.finetune.model_io import load_finetuned
 from electra.finetune.settings import FinetuneSettings
 from electra.hub import resolve_model_path, source_record
+from electra.outputs import EVALUATION, PREDICTIONS, check_writable
 from electra.precision import device_and_precision
 from electra.tasks import Task, get_task_name, task_from_state
 
@@ -24,10 +25,13 @@ from electra.tasks import Task, get_task_name, task_from_state
 def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
             task_name: str | None = None, settings: FinetuneSettings | None = None,
             max_seq_len: int | None = None, revision: str | None = None,
-            data_config: str | None = None, data_revision: str | None = None) -> list[str]:
+            data_config: str | None = None, data_revision: str | None = None,
+            overwrite: bool = False) -> list[str]:
     """Write test-set predictions of a fine-tuned model (a folder, or a Hub id at `revision`)
     for `data_dir` (a folder, or a Hub dataset id at `data_revision`; `data_config`: its config
-    folder); returns the files written."""
+    folder); returns the files written. An OUT holding another command's output is refused
+    unless `overwrite`."""
+    check_writable(out_dir, PREDICTIONS, overwrite)
     model_dir = resolve_model_path(model_dir, revision)
     views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
@@ -44,12 +48,16 @@ def predict(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
 def evaluate(model_dir: str | Path, data_dir: str | Path, out_dir: str | Path,
              task_name: str | None = None, settings: FinetuneSettings | None = None,
              max_seq_len: int | None = None, revision: str | None = None,
-             data_config: str | None = None, data_revision: str | None = None) -> dict:
+             data_config: str | None = None, data_revision: str | None = None,
+             overwrite: bool = False) -> dict:
     """Score a fine-tuned model (a folder, or a Hub id at `revision`) on the task's dev
     split(s) of `data_dir` (a folder, or a Hub dataset id at `data_revision`; `data_config`: its
     config folder); writes results.json. The sequence length is the one it was fine-tuned with
     unless `max_seq_len` is given. A multi-task model is scored on each task it knows (or on
-    `task_name`), in OUT/<task>/, with a summary in OUT/results.json."""
+    `task_name`), in OUT/<task>/, with a summary in OUT/results.json. An OUT holding another
+    command's output (a fine-tuning run's results.json among them) is refused unless
+    `overwrite`."""
+    check_writable(out_dir, EVALUATION, overwrite)
     model_dir = resolve_model_path(model_dir, revision)
     views, tokenizer, settings, device, out, multi = load_for_inference(
         model_dir, out_dir, task_name, settings, max_seq_len)
