@@ -67,6 +67,18 @@ VARIANTS: dict[str, tuple[dict, str]] = {
                            "the generator's own token embeddings (no sharing)"),
     "dropout0.1": ({"model.hidden_dropout_prob": 0.1, "model.attention_probs_dropout_prob": 0.1},
                    "dropout 0.1 (ELECTRA's; ModernBERT's is 0)"),
+    # A locality prior, as tiny-local's steep ALiBi head is for the BERT architecture: at 128
+    # tokens ModernBERT's 128-token window (64 each side) lets every layer see every token.
+    "window16": ({"model.local_attention": 16},
+                 "local layers attend 8 tokens each side (ModernBERT's window: 64)"),
+    "window16-base-rate": ({"model.local_attention": 16, "objective.disc_bias_init": "base-rate"},
+                           "the 16-token window and the base-rate head bias"),
+    "mlm-window16": ({"objective.name": "mlm", "model.local_attention": 16},
+                     "BERT's MLM with the 16-token window"),
+    # Section 5.3.1's "tie all weights": one network is the generator (on the masked input)
+    # and the discriminator (on the corrupted one), so MLM's gradient shapes every layer.
+    "share-all": ({"objective.sharing": "all", "objective.generator_layers": None},
+                  "one network for generator and discriminator (section 5.3.1, all tied)"),
     "gen1-mask25": ({"objective.generator_layers": 1, "objective.mask_prob": 0.25},
                     "a one-layer generator and 25% masking"),
     "gen0.5-mask25": ({"objective.generator_multiplier": 0.5, "objective.sharing": "none",

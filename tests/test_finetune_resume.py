@@ -330,6 +330,24 @@ def test_the_data_counts_by_content_not_by_path(tiny_model: Path, user_data: Pat
         capsys.readouterr().err, "finetune")
 
 
+def test_a_run_recorded_before_a_free_setting_existed_continues(
+        tiny_model: Path, user_data: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings that change nothing a seed computes (where metrics are also reported) are left
+    out of the comparison on both sides: a seed recorded with `tensorboard` and without
+    `report_to` (an earlier electra) is read back, not refused."""
+    out = tmp_path / "out"
+    assert main(finetune_argv(tiny_model, user_data, out, "--seeds", "1")) == 0
+    record_file = out / "seed1" / "seed.json"
+    record = json.loads(record_file.read_text())
+    settings = {**record["run"]["settings"], "tensorboard": False}
+    write_atomic(record_file, json.dumps({**record, "run": {**record["run"],
+                                                            "settings": settings}}))
+    monkeypatch.setattr(seeds_mod, "train_model", None)  # nothing may train
+    assert main(finetune_argv(tiny_model, user_data, out, "--seeds", "1",
+                              "--report-to", "tensorboard")) == 0
+
+
 def test_keep_best_rebuilds_the_best_of_the_finished_seeds(tmp_path: Path) -> None:
     """Ties keep the earlier seed, as `offer` does; OUT/model must hold the best finished seed
     (a rerun with fewer seeds than the run that kept it is refused)."""

@@ -22,8 +22,9 @@ from electra.tasks.base import Example
 
 SEED_RECORD = "seed.json"
 # Settings a rerun may change without changing what any seed computes: the number of seeds
-# (more seeds continue a run; see `SeedRunner`) and the checkpoint cadence.
-FREE_SETTINGS = ("seeds", "save_every")
+# (more seeds continue a run; see `SeedRunner`), the checkpoint cadence and where the metrics
+# are also reported (a run started before `report_to` existed continues too).
+FREE_SETTINGS = ("seeds", "save_every", "tensorboard", "report_to")
 KEEP_CHECKPOINTS = 1  # per seed: a checkpoint holds the model and AdamW's two moments
 
 
@@ -75,6 +76,9 @@ def check_same_run(out: Path, run: dict[str, Any], data_folder: str | None = Non
         saved = _saved_fingerprint(path)
         if saved is not None and data_folder is not None and saved.get("data") == data_folder:
             saved = {**saved, "data": run.get("data")}
+        if saved is not None and isinstance(saved.get("settings"), dict):  # as fingerprint keeps
+            saved = {**saved, "settings": {k: v for k, v in saved["settings"].items()
+                                           if k not in FREE_SETTINGS}}
         if saved is not None and saved != run:
             raise ElectraError(f"{out} holds a fine-tuning run with other settings "
                                f"({_first_difference(saved, run)} differs, in {path.name}); "
