@@ -380,3 +380,16 @@ def test_evaluate_and_predict_refuse_another_commands_output(tmp_path, data_dir,
     check_writable(evaluated, "evaluation results")  # its own: taken
     check_writable(tmp_path / "new", "predictions")
     check_writable(run, "predictions", overwrite=True)
+
+
+def test_the_same_flag_for_the_same_thing(capsys):
+    """export takes --model as the other commands do (MODEL stays); cvt-predict writes --out
+    (--output stays); giving the model twice or not at all is one line."""
+    from electra.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["cvt-predict", "--model", "m", "--input", "i", "--out", "o"]).out \
+        == parser.parse_args(["cvt-predict", "--model", "m", "--input", "i", "--output",
+                              "o"]).out == "o"
+    for argv in (["export", "m", "--model", "m", "--hf", "o"], ["export", "--hf", "o"]):
+        assert fails(capsys, argv).endswith("give the model once: as MODEL or as --model")

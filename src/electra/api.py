@@ -58,7 +58,8 @@ class Command:
         flags share a dest (--precision, --bf16, --fp32), the flag of the dest's own name."""
         found: dict[str, argparse.Action] = {}
         for action in self.parser._actions:  # argparse has no public list of its actions
-            if action.dest == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+            if (action.dest == argparse.SUPPRESS or isinstance(action, argparse._HelpAction)
+                    or action.dest.startswith("alias_")):  # a flag spelling of an argument
                 continue
             if action.dest not in found or _flag_of(action.dest) in action.option_strings:
                 found[action.dest] = action
@@ -75,6 +76,9 @@ class Command:
                     + (f" (did you mean {' or '.join(close)}?)" if close else "")
                     + f"; the arguments are the flags of `electra {self.name} --help`")
         args = argparse.Namespace(command=self.name)
+        for action in self.parser._actions:  # alias_ flags: not given (the argument is)
+            if action.dest.startswith("alias_"):
+                setattr(args, action.dest, action.default)
         for dest, action in arguments.items():
             default = action.default
             if isinstance(default, str) and action.type is not None:

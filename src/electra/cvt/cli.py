@@ -75,7 +75,7 @@ def _run_evaluate(args) -> None:
 def _run_predict(args) -> None:
     from electra.cvt.run import run_predict
 
-    print(json.dumps(run_predict(args.model, args.input, args.output, args.task), indent=2))
+    print(json.dumps(run_predict(args.model, args.input, args.out, args.task), indent=2))
 
 
 def _run_vectors(args) -> None:
@@ -110,7 +110,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-unlabeled", type=POSITIVE,
                    help="use the first N unlabeled sentences (default 200000)")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="the run's folder: OUT/model, results.json, "
+                   "dev predictions, checkpoints")
     p.add_argument("--preset", choices=tuple(PRESETS), help="small (the default: minutes on "
                    "a CPU, the paper's losses), small-cpu (small with the CVT loss at a quarter "
                    "weight, ahead sooner at CPU-scale lengths) or paper (Table 4.1)")
@@ -143,7 +144,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", required=True, help="OUT/model of an `electra cvt` run")
     p.add_argument("--data", action="append", required=True, metavar="DIR|TASK=DIR")
     p.add_argument("--split", default="dev", choices=["dev", "test"])
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="folder for results.json and the predictions")
     p.set_defaults(func=_run_evaluate)
 
     p = sub.add_parser("cvt-predict", help="tag or parse a CoNLL / CoNLL-U file",
@@ -152,7 +153,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--task", help="which task of a multi-task model")
     p.add_argument("--input", required=True)
-    p.add_argument("--output", required=True)
+    p.add_argument("--out", "--output", dest="out", required=True,
+                   help="the predictions file to write (--output: the same, its earlier name)")
     p.set_defaults(func=_run_predict)
 
     p = sub.add_parser("cvt-vectors", help="word2vec vectors for --word-vectors, from unlabeled "

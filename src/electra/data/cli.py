@@ -96,7 +96,8 @@ def _add_prepare(sub) -> None:
                    "as a folder or a Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
     add_revision_flag(p, "--tokenizer")
     p.add_argument("--seq-len", type=POSITIVE, default=128, help="default: %(default)s")
-    p.add_argument("--out")
+    p.add_argument("--out", help="folder for the shards and manifest.json (required unless "
+                   "--verify)")
     p.add_argument("--heldout-fraction", type=float, default=DEFAULT_HELDOUT_FRACTION,
                    help="share of documents kept aside as a held-out split for the probes "
                    "(default %(default)s; at least one document when the corpus has "

@@ -23,9 +23,10 @@ def add_parsers(sub) -> None:
         "pre-training checkpoint (OUT/checkpoints/step_N, or a run's OUT with --step N) is "
         "written as the run's end writes OUT/final/: to OUT/exports/step_N/ by default, to "
         "--hf DEST, or its discriminator with --onnx.")
-    p.add_argument("model", metavar="MODEL", help="model directory written by electra, or a "
-                   "pre-training checkpoint, or a Hugging Face Hub id ORG/NAME (from the Hub's "
-                   "cache)")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="model directory written by "
+                   "electra, or a pre-training checkpoint, or a Hugging Face Hub id ORG/NAME "
+                   "(from the Hub's cache); or give it as --model, as the other commands do")
+    p.add_argument("--model", dest="alias_model", metavar="MODEL", help="= MODEL")
     add_revision_flag(p, "MODEL")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--onnx", metavar="OUT", help="write an ONNX export to OUT")
@@ -64,6 +65,9 @@ def run_export(args) -> ExportResult:
     from electra.errors import ElectraError
     from electra.model.card import read_card_extra, read_card_license
 
+    if (args.model is None) == (getattr(args, "alias_model", None) is None):
+        raise ElectraError("give the model once: as MODEL or as --model")
+    args.model = args.model if args.model is not None else args.alias_model
     if args.int8 and not args.onnx:
         raise ElectraError("--int8 goes with --onnx")
     from electra.pretrain.checkpoint_export import (

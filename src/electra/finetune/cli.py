@@ -83,7 +83,8 @@ def _add_finetune_flags(p, train: bool) -> None:
                    "the task's own config folders where it has them, as GLUE's)")
     p.add_argument("--data-revision", metavar="REV", help="with a Hub dataset id as --data: its "
                    "branch, tag or commit (default: main)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="folder for results.json (and, fine-tuning, "
+                   "seed<k>/ and the best seed's model, OUT/model)")
     p.add_argument("--max-seq-len", type=POSITIVE, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
     p.add_argument("--eval-batch-size", type=POSITIVE, help="default 128")

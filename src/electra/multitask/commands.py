@@ -39,7 +39,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--tasks", required=True, help="comma-separated: GLUE names, or folders "
                    "DATA/<name>/ with a task.json naming their columns")
     p.add_argument("--data", required=True, help="GLUE layout: DATA/CoLA/, DATA/SST-2/, ...")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="folder for each stage's models and "
+                   "results.json")
     p.add_argument("--strategy", default="multi", help="single, multi, single-single, "
                    "multi-multi, single-multi, single-multi-single-multi, ... (default multi)")
     p.add_argument("--teachers", help="comma-separated fine-tuned model directories the first "

@@ -60,7 +60,9 @@ def _add_pretrain(sub) -> None:
                    help="pre-training objective (default: electra); other objective settings "
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
     p.add_argument("--data", required=True, help="directory written by `electra prepare`")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="the run's folder: settings.json, run.json, "
+                   "metrics.jsonl, checkpoints/, final/ (a new folder, or this run's with "
+                   "--resume)")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps (default: the preset's); or "
                    "give a budget instead")
     p.add_argument("--budget", metavar="DURATION", help="train for this long, set-up to "
