@@ -41,7 +41,12 @@ def _add_scorer_flags(p, model_required: bool = True) -> None:
                    "objective)")
     p.add_argument("--batch-size", type=POSITIVE, default=32,
                    help="sequences per forward pass (MLM: masked copies); default 32")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                       help="fp32 (default: the same scores on every machine) or bf16 autocast "
+                       "(refused on CPUs without native bf16); the flag every command takes")
+    group.add_argument("--bf16", dest="precision", action="store_const", const="bf16",
+                       help="= --precision bf16")
     add_device_flag(p)
     p.add_argument("--mask-prob", type=float, help="ELECTRA-TT's k/n: default the training "
                    "run's mask_prob, else 0.15")
@@ -55,7 +60,8 @@ def _scorer_options(args):
     from electra.scoring.commands import ScorerOptions
 
     return ScorerOptions(model=args.model, generator=args.generator, scorer=args.scorer,
-                         batch_size=args.batch_size, bf16=args.bf16, device=args.device,
+                         batch_size=args.batch_size, bf16=args.precision == "bf16",
+                         device=args.device,
                          mask_prob=args.mask_prob, positives=args.tt_positives,
                          revision=args.revision)
 
