@@ -109,7 +109,7 @@ def _multitask(root: Path, vocab_dir: Path) -> Path:
     return save_finetuned(model, root / "multi", vocab_dir, info)
 
 
-def test_one_task_of_a_multitask_model_exports_on_its_own(tmp_path, vocab_dir):
+def test_one_task_of_a_multitask_model_exports_on_its_own(tmp_path, vocab_dir, capsys):
     multi = _multitask(tmp_path, vocab_dir)
     assert electra(["export", str(multi), "--hf", str(tmp_path / "sst2"), "--task",
                     "sst-2"]) == 0
@@ -129,6 +129,13 @@ def test_one_task_of_a_multitask_model_exports_on_its_own(tmp_path, vocab_dir):
     config = json.loads((tmp_path / "chunk" / "config.json").read_text())
     assert config["id2label"] == {"0": "B-NP", "1": "B-VP", "2": "I-NP", "3": "O"}
     assert "auto_map" not in config  # the modeling code is not in an ONNX folder
+    # The Python function returns what the command prints, and prints nothing itself.
+    import electra as package
+
+    capsys.readouterr()
+    result = package.export(multi, onnx=tmp_path / "api-chunk", task="chunk")
+    assert capsys.readouterr() == ("", "")
+    assert result.report["summary"].startswith(f"{tmp_path / 'api-chunk' / 'model.onnx'}: ")
 
 
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, vocab_dir, capsys, monkeypatch):

@@ -5,6 +5,7 @@ which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from electra.cli_support import NON_NEGATIVE, add_license_flag, add_revision_flag
@@ -56,9 +57,12 @@ class ExportResult:
 
 
 def _run(args) -> None:
+    """The command prints what the Python function returns: the folder, or the ONNX check."""
     result = run_export(args)
     if result.kind == "hf":
         print(result.out)
+    else:
+        print(result.report["summary"], file=sys.stderr)
 
 
 def run_export(args) -> ExportResult:

@@ -9,7 +9,6 @@ import contextlib
 import importlib.util
 import json
 import logging
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,7 +169,8 @@ def export_onnx(model_dir: str | Path, out_dir: str | Path, task: str | None = N
         copy_tokenizer_files(model_dir, tmp)
         (tmp / "export.json").write_text(json.dumps(report, indent=2) + "\n")
         write_model_card(tmp, name=default_name(out), extra=card_extra, license_id=card_license)
-    print(f"{out / 'model.onnx'}: {served.kind}, outputs {', '.join(served.output_names)}; "
-          f"ONNX Runtime vs PyTorch max |diff| {report['max_abs_diff']:.2e}"
-          + (f" (int8: {report['int8_max_abs_diff']:.2e})" if int8 else ""), file=sys.stderr)
+    report["summary"] = (f"{out / 'model.onnx'}: {served.kind}, outputs "
+                         f"{', '.join(served.output_names)}; ONNX Runtime vs PyTorch max |diff| "
+                         f"{report['max_abs_diff']:.2e}"
+                         + (f" (int8: {report['int8_max_abs_diff']:.2e})" if int8 else ""))
     return report
