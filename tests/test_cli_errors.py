@@ -393,3 +393,8 @@ def test_the_same_flag_for_the_same_thing(capsys):
                               "o"]).out == "o"
     for argv in (["export", "m", "--model", "m", "--hf", "o"], ["export", "--hf", "o"]):
         assert fails(capsys, argv).endswith("give the model once: as MODEL or as --model")
+
+
+def test_vocab_errors_name_the_command_once(capsys, tmp_path):
+    assert fails(capsys, ["vocab", "--out", str(tmp_path / "v")]) == (
+        "electra vocab: error: give --corpus PATH... or --from-vocab FILE")

@@ -253,7 +253,10 @@ def test_a_finished_run_is_read_back_not_trained(
         raise AssertionError("a finished seed was trained again")
 
     monkeypatch.setattr(seeds_mod, "train_model", no_training)
+    capsys.readouterr()
     assert main(argv) == 0
+    assert f"note: {out} holds this run's finished seed 1: read back, not trained again" in \
+        capsys.readouterr().err
     assert (out / "results.json").read_text() == before  # train_seconds included
     # More seeds continue the run: seed 1 is read back, seed 2 trained (here: refused to).
     with pytest.raises(AssertionError, match="trained again"):

@@ -68,13 +68,13 @@ def run_vocab(args) -> VocabResult:
 
     if args.from_vocab:
         if args.kind != "wordpiece":
-            raise ElectraError("vocab: --from-vocab adopts a WordPiece vocab.txt; it does not "
+            raise ElectraError("--from-vocab adopts a WordPiece vocab.txt; it does not "
                                f"go with --kind {args.kind}")
         out = vocab_from_file(args.from_vocab, args.out, lowercase=not args.cased,
                               overwrite=args.overwrite)
     else:
         if not args.corpus:
-            raise ElectraError("vocab: give --corpus PATH... or --from-vocab FILE")
+            raise ElectraError("give --corpus PATH... or --from-vocab FILE")
         out = train_vocab(args.corpus, args.vocab_size, args.out, lowercase=not args.cased,
                           text_field=args.text_field, overwrite=args.overwrite,
                           show_progress=show_progress(args.quiet), kind=args.kind)

@@ -10,6 +10,7 @@ checkpoint, and the results and OUT/model are those of a run that never stopped.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
@@ -155,6 +156,11 @@ class SeedRunner:
         seeds = [self.settings.seed + k for k in range(self.settings.seeds)]
         records = {seed: record for seed in seeds
                    if (record := read_seed_record(seed_dir(self.out, seed))) is not None}
+        if records:  # a rerun: say so, rather than return the old scores silently
+            done = ", ".join(str(seed) for seed in sorted(records))
+            print(f"note: {self.out} holds this run's finished seed{'s' * (len(records) > 1)} "
+                  f"{done}: read back, not trained again (another --out trains anew)",
+                  file=sys.stderr)
         keep = KeepBest(self.out, self.model_dir, self.settings.save_all_seeds)
         keep.restore({seed: record["rank"] for seed, record in records.items()})
         entries = {seed: record["entry"] for seed, record in records.items()}
