@@ -175,6 +175,36 @@ def train_model(variant: str, seed: int, args: argparse.Namespace) -> None:
     random_baseline(args.work, model, args.check_list)
 
 
+def layer_cosines(work: Path, model: Path, cache: Path) -> list[float]:
+    """Mean cosine between the token vectors of a held-out sequence after each layer of the
+    exported encoder (cached in `cache`): ~0 for diverse tokens, near 1 when one shared
+    direction dominates every token's vector. MLM's and ELECTRA's models alike."""
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    import torch
+
+    from electra.data.dataset import PretrainingDataset
+    from electra.finetune.model_io import load_source
+    from electra.pretrain.heldout import mean_token_cosine
+
+    batch = PretrainingDataset(work / "pretrain" / "data", "heldout").get_batch(list(range(32)))
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    keep = mask.bool() & (ids > 4)  # real tokens: not [PAD], [UNK], [CLS], [SEP], [MASK]
+    encoder, _, _ = load_source(model)
+    encoder.eval()
+    outputs: list[torch.Tensor] = []
+    hooks = [layer.register_forward_hook(
+        lambda module, args, out: outputs.append(out if torch.is_tensor(out) else out[0]))
+        for layer in encoder.layers]
+    with torch.no_grad():
+        encoder(ids, torch.zeros_like(ids), mask)
+    for hook in hooks:
+        hook.remove()
+    values = [round(mean_token_cosine(o.float(), keep), 3) for o in outputs]
+    write_atomic(cache, json.dumps(values) + "\n")
+    return values
+
+
 def last_row(run: Path, key: str) -> float | None:
     """The last value of `key` logged in RUN/metrics.jsonl."""
     path = run / "metrics.jsonl"
@@ -203,18 +233,21 @@ def finished(work: Path, budget: int, checks: list[str]) -> dict[str, list[dict]
             summary = json.loads((run / "summary.json").read_text())
             scores = {c: finetune_check(Path(), work / "transfer" / name / c, c, work)["median"]
                       for c in checks}
+            cosines = layer_cosines(work, exported_encoder(run),
+                                    work / "transfer" / name / "layer_cosines.json")
             rows.setdefault(variant, []).append(
                 {"seed": seed, "steps": summary["steps"], "flops": summary["flops"],
                  "minutes": summary["train_seconds"] / 60, "scores": scores,
-                 "probes": {k: last_row(run, k) for k, _ in PROBES}})
+                 "probes": {k: last_row(run, k) for k, _ in PROBES},
+                 "layer_cosines": cosines})
     return rows
 
 
 def markdown(models: dict[str, list[dict]], random: dict | None, checks: list[str]) -> str:
     head = ("| variant | what it tests | seeds | steps | "
-            + " | ".join(label for _, label in PROBES) + " | "
+            + " | ".join(label for _, label in PROBES) + " | token cosine after each layer | "
             + " | ".join(CHECK_RUNS[c].label for c in checks) + " | average |\n|"
-            + "---|" * (5 + len(PROBES) + len(checks)) + "\n")
+            + "---|" * (6 + len(PROBES) + len(checks)) + "\n")
     lines = []
     for variant, (_, what) in VARIANTS.items():
         rows = models.get(variant)
@@ -225,13 +258,14 @@ def markdown(models: dict[str, list[dict]], random: dict | None, checks: list[st
             values = [r["probes"][key] for r in rows if r["probes"][key] is not None]
             probes.append(seeds_cell(values, "{:.3f}") if values else "–")
         averages = [statistics.fmean(r["scores"][c] for c in checks) for r in rows]
+        cosines = " ".join(f"{c:.2f}" for c in rows[0]["layer_cosines"])
         lines.append(f"| {variant} | {what} | {', '.join(str(r['seed']) for r in rows)} | "
-                     f"{rows[0]['steps']:,} | " + " | ".join(probes) + " | "
+                     f"{rows[0]['steps']:,} | " + " | ".join(probes) + f" | {cosines} | "
                      + " | ".join(seeds_cell([r["scores"][c] for r in rows]) for c in checks)
                      + f" | {seeds_cell(averages)} |")
     if random:
         lines.append("| random init | tiny-modern's architecture, no pre-training | | 0 | "
-                     + "| " * len(PROBES) + " | ".join(f"{random[c]['median']:.1f}"
+                     + "| " * (len(PROBES) + 1) + " | ".join(f"{random[c]['median']:.1f}"
                                                        for c in checks)
                      + f" | {statistics.fmean(random[c]['median'] for c in checks):.1f} |")
     return head + "\n".join(lines) + "\n"
