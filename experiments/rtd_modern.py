@@ -57,6 +57,8 @@ VARIANTS: dict[str, tuple[dict, str]] = {
     "gen1": ({"objective.generator_layers": 1}, "a generator of one layer (full width)"),
     "gen0.5": ({"objective.generator_multiplier": 0.5, "objective.sharing": "none"},
                "a generator half as wide, 3 layers, its own embeddings"),
+    "gen0.25": ({"objective.generator_multiplier": 0.25, "objective.sharing": "none"},
+                "a generator a quarter as wide, 3 layers, its own embeddings (section 5.3.2)"),
     "mask25": ({"objective.mask_prob": 0.25}, "25% masking (ELECTRA-Large's rate)"),
     "gdes": ({"objective.sharing": "gdes"}, "DeBERTa-V3's gradient-disentangled sharing"),
     "temp2": ({"objective.temperature": 2.0}, "sampling at temperature 2 (more replacements)"),

@@ -95,6 +95,11 @@ def _tasks_help() -> str:
 
 
 def add_parsers(sub) -> None:
+    for add in (_add_cvt, _add_evaluate, _add_predict, _add_vectors):
+        add(sub)
+
+
+def _add_cvt(sub) -> None:
     p = sub.add_parser(
         "cvt", help="Cross-View Training: semi-supervised tagging/parsing (chapter 4)",
         description="Train a CNN-BiLSTM tagger/parser on labeled CoNLL data and, alternately, "
@@ -138,6 +143,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(func=_run_train)
 
+
+def _add_evaluate(sub) -> None:
     p = sub.add_parser("cvt-evaluate", help="score a CVT model on a dev or test split",
                        description="Writes OUT/TASK_SPLIT_predictions.{txt,conllu} and "
                        "OUT/results.json.")
@@ -147,6 +154,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, help="folder for results.json and the predictions")
     p.set_defaults(func=_run_evaluate)
 
+
+def _add_predict(sub) -> None:
     p = sub.add_parser("cvt-predict", help="tag or parse a CoNLL / CoNLL-U file",
                        description="Tagging output: `word gold predicted` (conlleval); "
                        "parsing output: CoNLL-U with predicted HEAD and DEPREL.")
@@ -157,6 +166,8 @@ def add_parsers(sub) -> None:
                    help="the predictions file to write (--output: the same, its earlier name)")
     p.set_defaults(func=_run_predict)
 
+
+def _add_vectors(sub) -> None:
     p = sub.add_parser("cvt-vectors", help="word2vec vectors for --word-vectors, from unlabeled "
                        f"text (needs {install_hint('vectors')})",
                        description="Train skip-gram word2vec (gensim) on unlabeled text, "

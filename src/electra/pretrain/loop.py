@@ -357,14 +357,9 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
     batches = iterate_batches(run.data, tc.batch_size // (info.world_size * tc.grad_accum),
                               tc.seed, start_batch=run.step * tc.grad_accum, rank=info.rank,
                               world_size=info.world_size)
-    def write_failed(reason: str, what: str) -> str:
-        latest = (f"the latest complete checkpoint is step {checkpoint.step_of(run.latest.name)}"
-                  if run.latest is not None else "no complete checkpoint yet")
-        return f"{what}: {reason}; {latest}; {space_advice(reason)} and " \
-            f"{continue_hint(run.asked)}"
-
     logger = MetricsLogger(run.out, resume_step=run.step, report_to=report_to,
-                           active=info.is_main, write_failed=write_failed)
+                           active=info.is_main, write_failed=lambda reason, what:
+                           _write_failed(run, reason, what))
     logger.hyperparameters(run.cfg.to_dict())
     probe = HeldoutProbe.for_run(run.data_dir, run.data, run.context, tc, info)
     if probe is not None and run.step == 0:
@@ -444,6 +439,14 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
             "timed_steps": run.step - loop.first_step, "examples": examples,
             "data_passes": examples / len(run.data), "last": last_record, "final": {},
             "out": str(run.out), "world_size": info.world_size}
+
+
+def _write_failed(run: _Run, reason: str, what: str) -> str:
+    """A failed write during the steps (a metrics line), as one line: the latest checkpoint
+    and the command that continues."""
+    latest = (f"the latest complete checkpoint is step {checkpoint.step_of(run.latest.name)}"
+              if run.latest is not None else "no complete checkpoint yet")
+    return f"{what}: {reason}; {latest}; {space_advice(reason)} and {continue_hint(run.asked)}"
 
 
 def _phase(budget: TimeBudget | None, name: str) -> contextlib.AbstractContextManager:
