@@ -385,6 +385,15 @@ def test_a_presets_objective_settings_apply_to_their_objective_only(objective):
     assert cfg.model.position_bias == "alibi"  # the preset's model is the preset's still
 
 
+def test_flops_reports_the_settings_training_would_use():
+    from electra.pretrain.flops_report import flops_report
+
+    for objective, bias in (("electra", "base-rate"), ("mlm", "zero")):
+        cfg = PretrainConfig.from_preset("tiny-local")
+        cfg.objective.name = objective
+        assert flops_report(cfg)["objective_config"]["disc_bias_init"] == bias
+
+
 def test_a_base_rate_bias_asked_for_another_objective_is_refused():
     from electra.errors import ElectraError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from electra import flops
-from electra.config import PretrainConfig, merge
+from electra.config import OBJECTIVES, PretrainConfig, merge
 from electra.errors import ElectraError
 from electra.objectives import objective_class
 from electra.presets import get_preset
@@ -43,6 +43,8 @@ def flops_report(cfg: PretrainConfig, seq_len: int | None = None,
     model, objective = cfg.model, cfg.objective
     if model.vocab_size < 1:
         raise ElectraError(f"vocab size must be positive, got {model.vocab_size}")
+    if objective.name in OBJECTIVES:  # the preset's settings for this objective, as training's
+        objective.resolve_defaults(p.objective_defaults.get(objective.name))
     objective.validate()
     cls = objective_class(objective.name)
     if steps is None:
