@@ -32,7 +32,7 @@ from electra.fileutil import (
     write_atomic,
     write_failure,
 )
-from electra.runtime.distributed import DistInfo, barrier
+from electra.runtime.distributed import DistInfo, agree_on_failure
 
 LATEST = "latest"
 META = "meta.json"
@@ -84,28 +84,37 @@ def save(out_dir: Path, step: int, write: Callable[[Path], None], meta: dict[str
     ElectraError that ends with `continue_with` (how the loop continues)."""
     main = info is None or info.is_main
     tmp = _temporary_dir(out_dir, step)
-    try:
-        if main:
-            begin(out_dir, step)
-        if info is not None:
-            barrier(info)  # the directory exists before any other process writes into it
-        write_rng(tmp, info.rank if info is not None else 0)
-        if info is not None:
-            barrier(info)
-        if main:
-            write(tmp)
-            commit(tmp, out_dir, step, meta, keep, keep_every=keep_every)
-    except Exception as error:
+
+    def failed(error: Exception) -> str:
         reason = write_failure(error)
-        if main:
-            _remove_partial(out_dir, step)
-        if reason is None:
-            raise
-        raise ElectraError(f"{out_dir}: {reason} while writing checkpoint step {step} "
-                           f"(partial files removed); {_latest_phrase(out_dir)}; "
-                           f"{space_advice(reason)} and {continue_with}") from error
-    if info is not None:
-        barrier(info)
+        if reason is None:  # not a write: the others stop too; this process raises the error
+            return (f"{out_dir}: writing checkpoint step {step} failed on process "
+                    f"{info.rank if info is not None else 0} ({type(error).__name__})")
+        return (f"{out_dir}: {reason} while writing checkpoint step {step} (partial files "
+                f"removed); {_latest_phrase(out_dir)}; {space_advice(reason)} and "
+                f"{continue_with}")
+
+    # Three phases, each ending where every process learns whether one failed (under torchrun
+    # a process that stopped alone would leave the others waiting): the directory exists before
+    # any other process writes into it, the RNG states are written, the main process's files.
+    phases = [(lambda: begin(out_dir, step)) if main else None,
+              lambda: write_rng(tmp, info.rank if info is not None else 0),
+              (lambda: (write(tmp), commit(tmp, out_dir, step, meta, keep,
+                                           keep_every=keep_every))) if main else None]
+    for phase in phases:
+        message, own = None, None
+        try:
+            if phase is not None:
+                phase()
+        except Exception as error:
+            message, own = failed(error), error
+        message = agree_on_failure(message, info)
+        if message is not None:
+            if main:
+                _remove_partial(out_dir, step)
+            if own is not None and write_failure(own) is None:
+                raise own
+            raise ElectraError(message) from own
     return step_dir(out_dir, step)
 
 

@@ -66,6 +66,17 @@ def barrier(info: DistInfo) -> None:
         dist.barrier()
 
 
+def agree_on_failure(message: str | None, info: DistInfo | None) -> str | None:
+    """A barrier that also tells every process whether one failed: each passes its error
+    message (None if it did not fail), and every process gets the first one (by rank), so all
+    stop with the same line instead of waiting on a process that has gone."""
+    if info is None or not info.enabled:
+        return message
+    messages: list[str | None] = [None] * info.world_size
+    dist.all_gather_object(messages, message)
+    return next((m for m in messages if m is not None), None)
+
+
 def cleanup(info: DistInfo) -> None:
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()
