@@ -18,14 +18,22 @@ from electra.data.workers import SpawnedPool, exit_reason
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# What a new user writes: the library called at the top level of a script.
+# What a new user writes: the library called at the top level of a script, from a vocabulary
+# to a fine-tuned model.
 SCRIPT = """\
 import electra
 electra.train_vocab(corpus={corpus!r}, vocab_size=300, out={out!r} + "/vocab", quiet=True)
 electra.prepare(corpus=[{corpus!r}], tokenizer={tokenizer!r}, seq_len=32,
                 workers={workers}, out={out!r} + "/data", quiet=True)
+run = electra.pretrain(data={out!r} + "/data", out={out!r} + "/run", steps=2, batch_size=8,
+                       precision="fp32", quiet=True, set={tiny!r})
+electra.finetune(model=run.discriminator, task="user", text_a="text", label="label",
+                 data={user!r}, out={out!r} + "/ft", epochs=1, batch_size=8, precision="fp32",
+                 quiet=True)
 print("done once")
 """
+TINY = {"model.embedding_size": 16, "model.hidden_size": 32, "model.num_hidden_layers": 1,
+        "model.intermediate_size": 64, "model.max_position_embeddings": 64}
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -37,8 +45,15 @@ def _digest(folder: Path) -> dict[str, str]:
 def _run(tmp_path: Path, corpus: Path, tokenizer: Path, name: str, workers: int, stdin: bool
          ) -> Path:
     out = tmp_path / name
+    user = tmp_path / "user"
+    if not user.is_dir():
+        user.mkdir()
+        for split, n in (("train", 16), ("dev", 8)):
+            (user / f"{split}.tsv").write_text("text\tlabel\n" + "".join(
+                f"{'good fine' if i % 2 else 'bad awful'} words {i}\t{i % 2}\n"
+                for i in range(n)))
     code = SCRIPT.format(corpus=str(corpus), out=str(out), workers=workers,
-                         tokenizer=str(tokenizer))
+                         tokenizer=str(tokenizer), tiny=TINY, user=str(user))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     if stdin:
         done = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True,
@@ -61,6 +76,9 @@ def test_an_unguarded_script_prepares_with_workers_as_with_one(tmp_path, corpus_
     one = _run(tmp_path, corpus_file, vocab_dir, "one", workers=1, stdin=stdin)
     two = _run(tmp_path, corpus_file, vocab_dir, "two", workers=2, stdin=stdin)
     assert _digest(one) == _digest(two)
+    for folder in ("run/final/discriminator", "ft/model"):  # the same models from both
+        assert (one.parent / folder / "model.safetensors").read_bytes() == \
+            (two.parent / folder / "model.safetensors").read_bytes()
     assert any(name.endswith(".npy") or "shard" in name for name in _digest(one))
 
 
