@@ -75,6 +75,13 @@ VARIANTS: dict[str, tuple[dict, str]] = {
                  "local layers attend 8 tokens each side (ModernBERT's window: 64)"),
     "window16-base-rate": ({"model.local_attention": 16, "objective.disc_bias_init": "base-rate"},
                            "the 16-token window and the base-rate head bias"),
+    "window16-gen0.25": ({"model.local_attention": 16, "objective.generator_multiplier": 0.25,
+                          "objective.sharing": "none"},
+                         "the 16-token window and a quarter-width generator"),
+    "window16-gen0.25-mask25": ({"model.local_attention": 16,
+                                 "objective.generator_multiplier": 0.25,
+                                 "objective.sharing": "none", "objective.mask_prob": 0.25},
+                                "the 16-token window, a quarter-width generator, 25% masking"),
     "mlm-window16": ({"objective.name": "mlm", "model.local_attention": 16},
                      "BERT's MLM with the 16-token window"),
     # Section 5.3.1's "tie all weights": one network is the generator (on the masked input)

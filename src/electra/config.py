@@ -171,6 +171,8 @@ class ObjectiveConfig:
         for key, value in {**OBJECTIVES[self.name].defaults, **(preset or {})}.items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
+        if self.disc_bias_init is None:  # an objective whose defaults do not name it
+            self.disc_bias_init = "zero"
 
     def validate(self) -> None:
         for name, allowed in (("name", tuple(OBJECTIVES)), ("generator", GENERATOR_KINDS),
