@@ -137,3 +137,23 @@ def test_config_defaults_are_data_not_class_attributes():
         cfg = ObjectiveConfig(name=name)
         cfg.resolve_defaults()
         assert {k: getattr(cfg, k) for k in spec.defaults} == spec.defaults, name
+
+
+@pytest.mark.parametrize("name, setting, value, allowed", [
+    ("electric", "sharing", "all", "'embeddings' or 'none'"),
+    ("teams", "algorithm", "two-stage", "'joint'"),
+    ("replace-mlm", "sharing", "gdes", "'embeddings' or 'none' or 'all'"),
+    ("electra-tt", "generator", "unigram", "'mlm'"),
+])
+def test_each_objective_declares_what_it_trains_with(name, setting, value, allowed):
+    """The record (the class's generators, sharings, algorithms), not a name compared in its
+    code, decides; one line names the setting, the objective and the choices."""
+    from electra.config import ObjectiveConfig
+    from electra.errors import ElectraError
+    from electra.objectives import objective_class
+
+    cfg = ObjectiveConfig(name=name, **{setting: value})
+    cfg.resolve_defaults()
+    with pytest.raises(ElectraError, match=f"objective.{setting} '{value}' is not supported by "
+                       f"'{name}' \\(choose {allowed}\\)"):
+        objective_class(name).check_supported(cfg)

@@ -84,6 +84,7 @@ class SharingSpec(NamedTuple):
 
     target: str
     whole_encoder: bool = False
+    ties_embeddings: bool = True  # one token embedding matrix for both networks
 
 
 # Where the ELECTRA family's replacements come from: an MLM generator, corpus token frequencies
@@ -97,7 +98,7 @@ GENERATORS: dict[str, GeneratorSpec] = {
 # whole encoder, or DeBERTa-V3's gradient-disentangled embedding sharing.
 WEIGHT_SHARING: dict[str, SharingSpec] = {
     "embeddings": SharingSpec("generators:share_embeddings"),
-    "none": SharingSpec("generators:share_nothing"),
+    "none": SharingSpec("generators:share_nothing", ties_embeddings=False),
     "all": SharingSpec("generators:share_encoder", whole_encoder=True),
     "gdes": SharingSpec("generators:share_gdes"),
 }

@@ -25,6 +25,7 @@ from torch import nn
 
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
+from electra.errors import ElectraError
 from electra.objectives.masking import SpecialIds
 
 # (numerator count, denominator count) of a logged ratio.
@@ -93,6 +94,22 @@ class Objective(nn.Module):
     # Its default length in `electra flops`: the preset's ELECTRA or BERT step budget (Table
     # 5.1 gives BERT's MLM its own, longer one).
     step_budget: ClassVar[Literal["electra", "bert"]] = "electra"
+    # The generator kinds, weight sharings and training algorithms it trains with (names in
+    # `electra.config`'s registries; None: every one); others are refused by `check_supported`.
+    generators: ClassVar[tuple[str, ...] | None] = None
+    sharings: ClassVar[tuple[str, ...] | None] = None
+    algorithms: ClassVar[tuple[str, ...] | None] = None
+
+    @classmethod
+    def check_supported(cls, obj_cfg: ObjectiveConfig) -> None:
+        """One line naming the setting, the objective and what it takes, for a generator,
+        sharing or algorithm this objective does not train with."""
+        for setting, allowed in (("generator", cls.generators), ("sharing", cls.sharings),
+                               ("algorithm", cls.algorithms)):
+            value = getattr(obj_cfg, setting)
+            if allowed is not None and value not in allowed:
+                raise ElectraError(f"objective.{setting} {value!r} is not supported by "
+                                   f"{obj_cfg.name!r} (choose {' or '.join(map(repr, allowed))})")
 
     def __init__(self, obj_cfg: ObjectiveConfig, context: ObjectiveContext | None = None):
         super().__init__()

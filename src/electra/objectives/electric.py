@@ -21,7 +21,7 @@ import dataclasses
 import torch
 
 from electra import flops
-from electra.config import ModelConfig, ObjectiveConfig
+from electra.config import WEIGHT_SHARING, ModelConfig, ObjectiveConfig
 from electra.errors import ElectraError
 from electra.model.encoder import init_weights
 from electra.model.networks import Discriminator
@@ -61,27 +61,13 @@ def cloze_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor,
             & (input_ids != special.pad))
 
 
-def _check_supported(obj_cfg: ObjectiveConfig, allow_disallow_correct: bool) -> None:
-    name = obj_cfg.name
-    if obj_cfg.generator != "mlm":
-        raise ElectraError(f"objective.generator {obj_cfg.generator!r} is not supported by "
-                           f"{name!r}: its generator is the two-tower cloze model (use 'mlm')")
-    if obj_cfg.sharing not in ("embeddings", "none"):
-        raise ElectraError(f"objective.sharing {obj_cfg.sharing!r} is not supported by {name!r} "
-                           "(choose 'embeddings' or 'none')")
-    if obj_cfg.algorithm != "joint":
-        raise ElectraError(f"objective.algorithm {obj_cfg.algorithm!r} is not supported by "
-                           f"{name!r} (only 'joint')")
-    if obj_cfg.disallow_correct and not allow_disallow_correct:
-        raise ElectraError(f"objective.disallow_correct is not supported by {name!r}: NCE needs "
-                           "samples from q itself")
-
-
 class _TwoTowerObjective(Objective):
     """What Electric and ELECTRA-TT share: networks, masking, the generator pass, FLOPs."""
 
     nce = False
     continues = "discriminator"  # the two towers start new
+    # Its generator is the two-tower cloze model ("mlm" names it), trained jointly.
+    generators, sharings, algorithms = ("mlm",), ("embeddings", "none"), ("joint",)
     # sample_differs_frac: masked positions whose noise sample differs from the original (for
     # Electric every one of them is labelled noise, so replaced_frac is 1).
     metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS,
@@ -92,11 +78,15 @@ class _TwoTowerObjective(Objective):
                  context: ObjectiveContext | None = None):
         super().__init__(obj_cfg, context)
         obj_cfg = self.cfg
-        _check_supported(obj_cfg, allow_disallow_correct=not self.nce)
+        self.check_supported(obj_cfg)
+        if obj_cfg.disallow_correct and self.nce:
+            raise ElectraError(f"objective.disallow_correct is not supported by "
+                               f"{obj_cfg.name!r}: NCE needs samples from q itself")
         check_embedding_sharing(model_cfg, obj_cfg)
         self.discriminator = Discriminator(model_cfg)
         # Tied embeddings (5.3.1) unless sharing = "none".
-        shared = self.discriminator.electra.embeddings if obj_cfg.sharing == "embeddings" else None
+        ties = WEIGHT_SHARING[obj_cfg.sharing].ties_embeddings
+        shared = self.discriminator.electra.embeddings if ties else None
         # Each tower has the MLM generator's size (generator_multiplier, generator_layers).
         self.generator = TwoTowerGenerator(generator_config(model_cfg, obj_cfg), shared)
         init_weights(self, model_cfg.initializer_range)

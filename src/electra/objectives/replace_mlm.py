@@ -18,7 +18,6 @@ from torch import nn
 
 from electra import flops
 from electra.config import ModelConfig, ObjectiveConfig
-from electra.errors import ElectraError
 from electra.model.encoder import init_weights
 from electra.model.networks import Generator
 from electra.objectives.base import Objective, ObjectiveContext, ObjectiveOutput
@@ -60,17 +59,15 @@ class ReplaceMlmObjective(Objective):
     continues = "mlm"
     generator_model_config = staticmethod(mlm_generator_config)
     predict_all_tokens = False
+    # Its generator trains jointly (two-stage and adversarial training are ELECTRA's);
+    # DeBERTa-V3's sharing is for a discriminator.
+    sharings, algorithms = ("embeddings", "none", "all"), ("joint",)
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
         super().__init__(obj_cfg, context)
         obj_cfg = self.cfg
-        if obj_cfg.algorithm != "joint":
-            raise ElectraError(f"objective.algorithm={obj_cfg.algorithm!r} applies to electra; "
-                               f"{obj_cfg.name} trains its generator jointly")
-        if obj_cfg.sharing == "gdes":
-            raise ElectraError(f"objective.sharing='gdes' is not supported for {obj_cfg.name} "
-                               "(use embeddings, none or all)")
+        self.check_supported(obj_cfg)
         check_generator_options(model_cfg, obj_cfg)
         self.model = Generator(model_cfg)  # the encoder to fine-tune
         self.generator, self.sampler = generator_or_sampler(self.model, model_cfg, obj_cfg,

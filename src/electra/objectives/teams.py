@@ -112,17 +112,14 @@ class TeamsObjective(Objective):
     # mws_acc: the original token scores highest among its K + 1 candidates.
     metrics = {**GENERATOR_METRICS, **DISCRIMINATOR_METRICS, "mws_acc": ("mws_correct", "masked")}
     continues = "discriminator"  # its shared generator layers and heads start new
+    # An MLM generator sharing the embeddings and teams_shared_layers layers, trained jointly.
+    generators, sharings, algorithms = ("mlm",), ("embeddings",), ("joint",)
 
     def __init__(self, model_cfg: ModelConfig, obj_cfg: ObjectiveConfig,
                  context: ObjectiveContext | None = None):
         super().__init__(obj_cfg, context)
         obj_cfg = self.cfg
-        if obj_cfg.generator != "mlm" or obj_cfg.algorithm != "joint":
-            raise ElectraError("objective 'teams' supports only objective.generator 'mlm' and "
-                               "objective.algorithm 'joint'")
-        if obj_cfg.sharing != "embeddings":
-            raise ElectraError("objective.sharing must be 'embeddings' for 'teams' (it shares "
-                               "embeddings and teams_shared_layers layers)")
+        self.check_supported(obj_cfg)
         gen_layers, shared = teams_layers(model_cfg, obj_cfg)
         if obj_cfg.teams_candidates >= model_cfg.vocab_size:
             raise ElectraError(f"objective.teams_candidates ({obj_cfg.teams_candidates}) must be "
