@@ -32,7 +32,8 @@ class Architecture:
     name: str
     # The encoder: a class (cfg, embeddings=None) with the interface of
     # `electra.model.encoder.Encoder` (`embeddings`, `layers`, `embed`, `attention_bias`,
-    # `after_layers`, `set_attention_impl`, forward(input_ids, token_type_ids, attention_mask)).
+    # `after_layers`, `set_attention_impl`, `prepare_for_export`,
+    # forward(input_ids, token_type_ids, attention_mask)).
     encoder: Any
     # Its embeddings (cfg) and its layer (cfg, index): what networks built of layers beside an
     # encoder use (TEAMS' extra layer, the two-tower generator's towers).

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from electra.architectures import ARCHITECTURES
 from electra.errors import ElectraError, install_hint
 from electra.export.serving import (
     INPUT_NAMES,
@@ -28,9 +29,8 @@ from electra.fileutil import staged_dir
 from electra.finetune.model_io import finetuned_config
 from electra.hub import resolve_model_path
 from electra.model.card import default_name, write_model_card
-from electra.model.encoder import Encoder, known_padding
+from electra.model.encoder import known_padding
 from electra.model.hf import read_config_json
-from electra.model.modern import ModernEncoder
 from electra.tokenizer import copy_tokenizer_files, load_tokenizer
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")
@@ -91,10 +91,9 @@ def export_graph(served: Served, path: Path, batch: dict[str, torch.Tensor]) -> 
     front (`known_padding`), so the graph has no data-dependent branch."""
     from torch.export import Dim
 
-    [encoder] = [m for m in served.module.modules() if isinstance(m, (Encoder, ModernEncoder))]
-    encoder.set_attention_impl("eager")
-    if isinstance(encoder, ModernEncoder):
-        encoder.blockwise = False  # no branch on the sequence length
+    encoders = tuple(arch.load("encoder") for arch in ARCHITECTURES.values())
+    [encoder] = [m for m in served.module.modules() if isinstance(m, encoders)]
+    encoder.prepare_for_export()  # its architecture's graph for every runtime
     max_len = encoder.config.max_position_embeddings
     batch_dim, seq_dim = Dim("batch", min=1, max=4096), Dim("sequence", min=2, max=max_len)
     shapes = {name: {0: batch_dim, 1: seq_dim} for name in INPUT_NAMES}

@@ -200,6 +200,11 @@ class Encoder(nn.Module):
     def set_attention_impl(self, impl: str) -> None:
         set_attention_impl(self.layers, impl)
 
+    def prepare_for_export(self) -> None:
+        """A graph every runtime computes (`torch.onnx.export`): the plain
+        matmul-softmax-matmul attention kernel. Every architecture's encoder has this hook."""
+        self.set_attention_impl("eager")
+
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
               ) -> torch.Tensor:
         """The first layer's input: embeddings, projected to the hidden size if E != H."""

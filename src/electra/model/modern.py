@@ -237,6 +237,12 @@ class ModernEncoder(nn.Module):
     def set_attention_impl(self, impl: str) -> None:
         set_attention_impl(self.layers, impl)
 
+    def prepare_for_export(self) -> None:
+        """The plain attention kernel, and windowed attention dense: a graph with no branch on
+        the sequence length."""
+        self.set_attention_impl("eager")
+        self.blockwise = False
+
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None
               ) -> torch.Tensor:
         return self.embeddings(input_ids, token_type_ids)
