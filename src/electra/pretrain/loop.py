@@ -366,19 +366,14 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
         with _phase(budget, "probe"):
             logger.log(probe.record(objective, 0, 0.0))
 
-    def hint() -> str:
-        where = (f"the last good checkpoint is {run.latest} (continue from it with --resume, "
-                 "e.g. with a lower --lr)" if run.latest is not None
-                 else "no checkpoint written yet")
-        return f"{where}; --skip-nonfinite skips such steps instead"
-
     window = LogWindow()
     last_record: dict[str, Any] = {}
     start_time = time.perf_counter()
     run.model.train()
     with logger, StepLoop(tc.steps, run.step, "pretrain",
                           show_progress if info.is_main else Progress.OFF, info,
-                          nonfinite_hint=hint, skip_nonfinite=tc.skip_nonfinite) as loop:
+                          nonfinite_hint=lambda: _nonfinite_hint(run),
+                          skip_nonfinite=tc.skip_nonfinite) as loop:
         loop.skipped, loop.overflows = run.skipped, run.overflows
         while loop.running:
             objective.on_step_start(loop.step, tc.steps)
@@ -396,17 +391,7 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
                 loop.settle()  # the device is read here anyway
 
             if loop.due(tc.log_every):
-                record = {"step": step, **_record(*window.flush(info)), "lr": lr,
-                          "flops": step * run.step_flops}
-                if tc.skip_nonfinite:
-                    record["skipped_nonfinite"] = loop.skipped
-                if run.update.scaler is not None:
-                    record["skipped_overflow"] = loop.overflows
-                    record["loss_scale"] = run.update.scaler.get_scale()
-                if budget is not None:
-                    record["budget_spent_s"] = round(budget.spent(), 2)
-                    if info.is_main:
-                        budget.write_heartbeat(run.out)
+                record = _log_record(run, loop, window, lr)
                 logger.log(record)
                 if info.is_main:
                     loop.report({k: f"{record[k]:.3f}" for k in
@@ -439,6 +424,31 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
             "timed_steps": run.step - loop.first_step, "examples": examples,
             "data_passes": examples / len(run.data), "last": last_record, "final": {},
             "out": str(run.out), "world_size": info.world_size}
+
+
+def _nonfinite_hint(run: _Run) -> str:
+    """What a non-finite loss's error adds: where the run can continue from."""
+    where = (f"the last good checkpoint is {run.latest} (continue from it with --resume, "
+             "e.g. with a lower --lr)" if run.latest is not None else "no checkpoint written yet")
+    return f"{where}; --skip-nonfinite skips such steps instead"
+
+
+def _log_record(run: _Run, loop: StepLoop, window: LogWindow, lr: float) -> dict[str, Any]:
+    """A metrics line at the loop's step: the window's means, lr, cumulative FLOPs, and the
+    counters of skipped steps, loss scale and budget a run has."""
+    tc, step, budget = run.cfg.train, loop.step, run.budget
+    record = {"step": step, **_record(*window.flush(run.info)), "lr": lr,
+              "flops": step * run.step_flops}
+    if tc.skip_nonfinite:
+        record["skipped_nonfinite"] = loop.skipped
+    if run.update.scaler is not None:
+        record["skipped_overflow"] = loop.overflows
+        record["loss_scale"] = run.update.scaler.get_scale()
+    if budget is not None:
+        record["budget_spent_s"] = round(budget.spent(), 2)
+        if run.info.is_main:
+            budget.write_heartbeat(run.out)
+    return record
 
 
 def _write_failed(run: _Run, reason: str, what: str) -> str:
