@@ -137,20 +137,9 @@ def prepare_corpus(
     `show_progress`: a `Progress` (`electra.progress`; True: the bar, False: nothing); lines
     count documents and tokens every `electra.progress.LINE_INTERVAL_S` seconds and at the end.
     """
-    if not MIN_SEQ_LEN <= seq_len <= MAX_SEQ_LEN:
-        raise ElectraError(f"seq_len must be in [{MIN_SEQ_LEN}, {MAX_SEQ_LEN}], got {seq_len}")
-    if not 0.0 <= heldout_fraction < 1.0:
-        raise ElectraError(f"heldout_fraction must be in [0, 1), got {heldout_fraction}")
-    if max_heldout_documents < 1:
-        raise ElectraError(f"max_heldout_documents must be >= 1, got {max_heldout_documents}")
-    if shard_tokens < 1 or batch_docs < 1:
-        raise ElectraError("shard_tokens and batch_docs must be positive")
     workers = default_workers() if workers is None else workers
-    if workers < 1:
-        raise ElectraError(f"workers must be >= 1, got {workers}")
-    if num_parts < 1 or not 0 <= part_index < num_parts:
-        raise ElectraError(f"--shard-index must be in [0, --num-shards) and --num-shards >= 1, "
-                           f"got {part_index} of {num_parts}")
+    _check_arguments(seq_len, heldout_fraction, max_heldout_documents, shard_tokens,
+                     batch_docs, workers, num_parts, part_index)
     if isinstance(corpus, (str, Path)):
         corpus = [corpus]
     out = Path(out_dir)
@@ -206,13 +195,9 @@ def prepare_corpus(
                if snapshot else {}),
             "tokenizer": "tokenizer",
             "corpus": [str(Path(p).resolve()) for p in corpus],
-            "settings": {
-                "seed": seed,
-                "heldout_fraction": heldout_fraction,
-                "max_heldout_documents": max_heldout_documents,
-                "text_field": text_field,
-                "shard_tokens": shard_tokens,
-            },
+            "settings": {"seed": seed, "heldout_fraction": heldout_fraction,
+                         "max_heldout_documents": max_heldout_documents,
+                         "text_field": text_field, "shard_tokens": shard_tokens},
             "splits": {name: writer.summary() for name, writer in writers.items()},
         }
         if num_parts > 1:
@@ -222,6 +207,25 @@ def prepare_corpus(
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
     return manifest
+
+
+def _check_arguments(seq_len: int, heldout_fraction: float, max_heldout_documents: int,
+                     shard_tokens: int, batch_docs: int, workers: int, num_parts: int,
+                     part_index: int) -> None:
+    """`prepare_corpus`'s numbers, each refused in one line before any work."""
+    if not MIN_SEQ_LEN <= seq_len <= MAX_SEQ_LEN:
+        raise ElectraError(f"seq_len must be in [{MIN_SEQ_LEN}, {MAX_SEQ_LEN}], got {seq_len}")
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise ElectraError(f"heldout_fraction must be in [0, 1), got {heldout_fraction}")
+    if max_heldout_documents < 1:
+        raise ElectraError(f"max_heldout_documents must be >= 1, got {max_heldout_documents}")
+    if shard_tokens < 1 or batch_docs < 1:
+        raise ElectraError("shard_tokens and batch_docs must be positive")
+    if workers < 1:
+        raise ElectraError(f"workers must be >= 1, got {workers}")
+    if num_parts < 1 or not 0 <= part_index < num_parts:
+        raise ElectraError(f"--shard-index must be in [0, --num-shards) and --num-shards >= 1, "
+                           f"got {part_index} of {num_parts}")
 
 
 def writing(out: Path, what: str):
