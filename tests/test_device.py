@@ -256,3 +256,10 @@ def test_cpu_step_benchmark_reports_both_samplers_and_restores_ours(capsys):
     assert "aten::mm" in fp32["profile_top_self_cpu_share"] or "aten::addmm" in fp32[
         "profile_top_self_cpu_share"]
     assert json.loads(capsys.readouterr().out) == report
+
+
+def test_the_encoders_own_kernel_devices_are_the_backends_without_fused_kernels():
+    from electra.device import BACKENDS
+    from electra.model.encoder import _OWN_KERNELS
+
+    assert _OWN_KERNELS == {n for n, b in BACKENDS.items() if not b.fused_kernels}

@@ -4,6 +4,7 @@ encoder architecture (one module registering one record)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -44,7 +45,7 @@ def registry_entry(fragment: str, namespace: dict) -> dict:
 
 
 def test_the_guide_has_its_examples():
-    assert len(python_blocks()) == 6
+    assert len(python_blocks()) == 7
 
 
 def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_path):
@@ -212,3 +213,30 @@ def test_new_architecture_is_one_record(monkeypatch, tmp_path, data_dir):
     with pytest.raises(ElectraError, match="'prenorm' architecture's record has no"):
         pretrain(run, data_dir, tmp_path / "run", device="cpu", show_progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_new_backend_is_one_record(monkeypatch, capsys):
+    """The guide's XPU record: asked by name it is refused where there is none, `auto` passes
+    it by, and every question about hardware reads it (here with the device faked present)."""
+    from electra import device as device_mod
+    from electra.precision import resolve_precision
+    from electra.runtime import checkpoint
+
+    monkeypatch.setattr(device_mod, "BACKENDS", dict(device_mod.BACKENDS))
+    monkeypatch.setattr(device_mod, "AUTO_ORDER", list(device_mod.AUTO_ORDER))
+    monkeypatch.setattr(checkpoint, "BACKENDS", device_mod.BACKENDS)
+    exec(compile(python_blocks()[6], str(GUIDE), "exec"), {})  # noqa: S102
+    xpu = device_mod.BACKENDS["xpu"]
+    assert device_mod.AUTO_ORDER.index("xpu") == device_mod.AUTO_ORDER.index("cpu") - 1
+    if not xpu.available():
+        with pytest.raises(ElectraError, match="--device xpu: no xpu device is available here"):
+            device_mod.resolve_device("xpu")
+        assert device_mod.resolve_device("auto").type != "xpu"
+    assert resolve_precision("auto", torch.device("xpu")) == "bf16"
+    assert device_mod.backend_of("xpu:0") is xpu and xpu.ddp_backend == "xccl"
+    states = []
+    monkeypatch.setitem(device_mod.BACKENDS, "xpu", dataclasses.replace(
+        xpu, available=lambda: True, get_rng=lambda: "state", set_rng=states.append))
+    assert checkpoint.rng_state()["xpu"] == "state"
+    checkpoint.set_rng_state({**checkpoint.rng_state(), "xpu": "restored"})
+    assert states == ["restored"]

@@ -211,7 +211,7 @@ def test_metrics_reach_the_host_only_at_log_steps(data_dir: Path, tmp_path: Path
     calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch,
                                 ("runtime", "pretrain", "model"))
     assert calls == {("skeleton.py", "_flags", "update"): 6,
-                     ("skeleton.py", "flush", "_train_steps"): 2,
+                     ("skeleton.py", "flush", "_log_record"): 2,
                      ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
 
 
@@ -224,7 +224,7 @@ def test_no_step_waits_for_the_device_where_the_update_is_skipped_there(
     calls = host_reads_of_a_run(data_dir, tmp_path / "out", monkeypatch,
                                 ("runtime", "pretrain", "model", "objectives"))
     assert calls == {("skeleton.py", "settle", "_train_steps"): 2,
-                     ("skeleton.py", "flush", "_train_steps"): 2 * 2,
+                     ("skeleton.py", "flush", "_log_record"): 2 * 2,
                      ("encoder.py", "mask_has_padding", "_eager_step"): 12}, calls
 
 

@@ -18,7 +18,11 @@ from electra.precision import PRECISIONS
 from electra.presets import SIZES
 from electra.progress import Progress
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+
+def _device_names() -> tuple[str, ...]:
+    from electra.device import BACKENDS
+
+    return ("auto", *BACKENDS)
 
 
 class Count:
@@ -50,8 +54,9 @@ NON_NEGATIVE = Count(0)
 def add_device_flag(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
     """`--device`, the same for every command (`electra.device.resolve_device`); `default`
     None where a settings file may give it."""
-    p.add_argument("--device", default=default, choices=DEVICES,
-                   help="auto (default): a CUDA GPU, else an Apple GPU (mps), else the CPU")
+    p.add_argument("--device", default=default, choices=LazyNames(_device_names),
+                   metavar="DEVICE", help="%(choices)s; auto (default): a CUDA GPU, else an "
+                   "Apple GPU (mps), else the CPU (electra.device's backends, in AUTO_ORDER)")
 
 
 def add_revision_flag(p: argparse.ArgumentParser, flags: str = "--model") -> None:

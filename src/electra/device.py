@@ -1,8 +1,13 @@
-"""Where to run: `--device auto|cpu|cuda|mps` for every command, and the bf16 check.
+"""Where to run: `--device auto|cpu|cuda|mps` for every command, the bf16 check, and the device
+kinds as records.
 
-`auto` takes a CUDA GPU, else an Apple GPU (`mps`), else the CPU. Nothing on a training path
-calls a CUDA-only API unguarded, so the same code runs on an Apple GPU; it is tested here only
-as far as a CPU can (device choice, refusal, device-generic code).
+Each device kind is a `Backend` in `BACKENDS` (cpu, cuda, mps): whether it is here, what
+`--precision auto` picks on it, whether bf16 is native, its RNG state, its torch.distributed
+backend, whether it replays captured graphs, how host batches reach it. Code asks the record of
+a device (`backend_of`), never its name, so another kind (XPU, ROCm under its own name) is one
+record (docs/extending.md, "Add a backend"). `auto` takes the first available kind of
+`AUTO_ORDER`: a CUDA GPU, else an Apple GPU (`mps`), else the CPU. It is tested here only as far
+as a CPU can (device choice, refusal, device-generic code).
 
 On a CPU without native bf16 (e.g. AVX2-only AMD EPYC), PyTorch runs bf16 matmuls in a
 reference kernel, ~85x slower than fp32 (0.7 vs 60 GFLOP/s on one thread), so `--bf16` there
@@ -14,7 +19,10 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -63,10 +71,86 @@ def cpu_has_fast_bf16() -> bool:
     return bool(_cpuinfo_flags() & set(_BF16_CPU_FLAGS))
 
 
+def mps_available() -> bool:
+    """An Apple GPU through Metal Performance Shaders (macOS on Apple silicon)."""
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One device kind: what the code asks about hardware, in one place."""
+
+    name: str  # torch's device type
+    available: Callable[[], bool]
+    # What `--precision auto` picks (electra.precision), and whether bf16 runs at fp32's speed
+    # or better (where it does not, bf16 is refused: `require_fast_bf16`).
+    auto_precision: Callable[[], str]
+    native_bf16: Callable[[], bool]
+    # Its devices' RNG state, saved in checkpoints and restored on resume (None: torch's
+    # default generator covers it).
+    get_rng: Callable[[], Any] | None = None
+    set_rng: Callable[[Any], None] | None = None
+    # torch.distributed's backend on it (None: one process only), and whether each process
+    # owns one device by index (DDP device_ids, the current device).
+    ddp_backend: str | None = None
+    indexed: bool = False
+    # A captured step replays as a graph (CUDA graphs; torch.compile's "reduce-overhead").
+    graphs: bool = False
+    # Host batches go through pinned memory with non-blocking copies.
+    pinned_copies: bool = False
+    # AdamW as one fused kernel for all parameters (torch's `fused=True`).
+    fused_optimizer: bool = False
+    # torch's dropout and SDPA kernels are the fast ones; False: electra's own (the CPU's).
+    fused_kernels: bool = True
+
+    def select(self, device: torch.device) -> None:
+        """Make `device` this process's current device, where the kind has one."""
+        if self.indexed:
+            torch.cuda.set_device(device)
+
+
+def _cuda_auto_precision() -> str:
+    return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
+
+
+# The checks are looked up when called (lambdas), so that tests can stand in for hardware.
+BACKENDS: dict[str, Backend] = {
+    "cpu": Backend("cpu", lambda: True,
+                   lambda: "bf16" if cpu_has_fast_bf16() else "fp32",
+                   lambda: cpu_has_fast_bf16(), ddp_backend="gloo", fused_kernels=False),
+    "cuda": Backend("cuda", lambda: torch.cuda.is_available(), _cuda_auto_precision,
+                    lambda: True, get_rng=lambda: torch.cuda.get_rng_state_all(),
+                    set_rng=lambda state: torch.cuda.set_rng_state_all(state),
+                    ddp_backend="nccl", indexed=True, graphs=True, pinned_copies=True,
+                    fused_optimizer=True),
+    "mps": Backend("mps", lambda: mps_available(), lambda: "fp32", lambda: True,
+                   get_rng=lambda: torch.mps.get_rng_state(),
+                   set_rng=lambda state: torch.mps.set_rng_state(state)),
+}
+AUTO_ORDER = ["cuda", "mps", "cpu"]  # what `--device auto` tries, in order
+
+
+def backend_of(device: torch.device | str) -> Backend:
+    """The record of `device`'s kind."""
+    kind = torch.device(device).type
+    if kind not in BACKENDS:
+        raise ElectraError(f"no backend record for device type {kind!r} (known: "
+                           f"{', '.join(BACKENDS)}); docs/extending.md, add a backend")
+    return BACKENDS[kind]
+
+
+def register_backend(backend: Backend, auto_before: str | None = "cpu") -> None:
+    """Add a device kind; `--device auto` tries it before `auto_before` (None: not at all)."""
+    BACKENDS[backend.name] = backend
+    if auto_before is not None and backend.name not in AUTO_ORDER:
+        AUTO_ORDER.insert(AUTO_ORDER.index(auto_before), backend.name)
+
+
 def slow_bf16_reason(device: torch.device) -> str | None:
-    """Why bf16 autocast on `device` would be very slow, or None (CUDA, a CPU with native
+    """Why bf16 autocast on `device` would be very slow, or None (a GPU, a CPU with native
     bf16, or ELECTRA_ALLOW_SLOW_BF16=1)."""
-    if device.type != "cpu" or os.environ.get(ALLOW_SLOW_BF16) == "1" or cpu_has_fast_bf16():
+    if os.environ.get(ALLOW_SLOW_BF16) == "1" or backend_of(device).native_bf16():
         return None
     return (f"this CPU has no native bf16 (no AVX512-BF16 or AMX; PyTorch's CPU capability is "
             f"{torch.backends.cpu.get_cpu_capability()}), where bf16 matmuls run ~85x slower "
@@ -82,23 +166,20 @@ def require_fast_bf16(device: torch.device) -> None:
                            f"auto), or set {ALLOW_SLOW_BF16}=1 to run anyway")
 
 
-def mps_available() -> bool:
-    """An Apple GPU through Metal Performance Shaders (macOS on Apple silicon)."""
-    backend = getattr(torch.backends, "mps", None)
-    return bool(backend is not None and backend.is_available())
+_UNAVAILABLE = {"cuda": "CUDA is not available here",
+                "mps": "no Apple GPU (Metal Performance Shaders) here; use --device cpu, or auto"}
 
 
 def resolve_device(name: str = "auto", bf16: bool = False, index: int = 0) -> torch.device:
-    """`--device` as a torch device (`index`: the CUDA device, torchrun's LOCAL_RANK); with
-    `bf16`, also the bf16 check."""
+    """`--device` as a torch device (`index`: the device of a kind with one per process,
+    torchrun's LOCAL_RANK); with `bf16`, also the bf16 check."""
     if name == "auto":
-        name = ("cuda" if torch.cuda.is_available() else "mps" if mps_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ElectraError("--device cuda: CUDA is not available here")
-    if name == "mps" and not mps_available():
-        raise ElectraError("--device mps: no Apple GPU (Metal Performance Shaders) here; use "
-                           "--device cpu, or auto")
-    device = torch.device("cuda", index) if name == "cuda" else torch.device(name)
+        name = next(kind for kind in AUTO_ORDER if BACKENDS[kind].available())
+    backend = backend_of(name)
+    if not backend.available():
+        raise ElectraError(f"--device {name}: "
+                           + _UNAVAILABLE.get(name, f"no {name} device is available here"))
+    device = torch.device(name, index) if backend.indexed else torch.device(name)
     if bf16:
         require_fast_bf16(device)
     return device
@@ -110,7 +191,7 @@ def to_device(batch: dict, device: torch.device) -> dict:
     behind the GPU work already launched instead of stalling the host until it is done (a
     pageable copy is synchronous); pinning a fresh copy also means the source can be reused at
     once. Elsewhere a plain `.to` (on CPU, the same tensors: no copy)."""
-    if device.type != "cuda":
+    if not backend_of(device).pinned_copies:
         return {k: to_device(v, device) if isinstance(v, dict) else v.to(device)
                 for k, v in batch.items()}
     return {k: to_device(v, device) if isinstance(v, dict)

@@ -32,17 +32,10 @@ MAX_OVERFLOWS_IN_A_ROW = 25
 def resolve_precision(requested: str | None, device: torch.device) -> str:
     """The concrete precision (fp32, bf16 or fp16) of `requested` on `device`; bf16 on a CPU
     without native bf16 is refused (`require_fast_bf16`)."""
-    import torch
-
-    from electra.device import cpu_has_fast_bf16, require_fast_bf16
+    from electra.device import backend_of, require_fast_bf16
 
     if requested in (None, "auto"):
-        if device.type == "cuda":
-            return ("bf16" if torch.cuda.is_bf16_supported(including_emulation=False)
-                    else "fp16")
-        if device.type == "cpu" and cpu_has_fast_bf16():
-            return "bf16"
-        return "fp32"
+        return backend_of(device).auto_precision()
     if requested not in PRECISIONS:
         raise ElectraError(f"unknown precision {requested!r}; choose one of "
                            f"{', '.join(PRECISIONS)}")

@@ -47,6 +47,11 @@ class EncoderConfig(Protocol):
 # matmul-softmax-matmul. "auto" picks per call what measured faster (see
 # `resolve_attention_impl`).
 ATTENTION_IMPLS = ("auto", "sdpa", "eager")
+# Device kinds where electra's own dropout and attention choices beat torch's kernels: those
+# whose `electra.device.Backend` has fused_kernels=False (spelled out here because this module
+# travels with exported models as their remote code, without electra; a test keeps the two
+# equal).
+_OWN_KERNELS = frozenset({"cpu"})
 
 
 def resolve_attention_impl(impl: str, x: torch.Tensor, dropout_p: float) -> str:
@@ -58,8 +63,8 @@ def resolve_attention_impl(impl: str, x: torch.Tensor, dropout_p: float) -> str:
     the CPU."""
     if impl != "auto":
         return impl
-    if x.device.type == "cpu" and (dropout_p > 0.0 or x.dtype != torch.float32
-                                   or torch.is_autocast_enabled("cpu")):
+    if x.device.type in _OWN_KERNELS and (dropout_p > 0.0 or x.dtype != torch.float32
+                                          or torch.is_autocast_enabled("cpu")):
         return "eager"
     return "sdpa"
 
@@ -92,7 +97,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     mask's in-place integer draw into one graph)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or torch.compiler.is_compiling():
+    if x.device.type not in _OWN_KERNELS or torch.compiler.is_compiling():
         return F.dropout(x, p, True)
     return x * dropout_mask(x.shape, p, x.dtype, x.device)
 

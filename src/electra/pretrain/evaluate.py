@@ -8,6 +8,7 @@ from sklearn.metrics import roc_auc_score
 from tqdm import tqdm
 
 from electra.data.dataset import PretrainingDataset
+from electra.device import backend_of
 from electra.objectives import Objective, metrics_from_counts
 
 
@@ -24,9 +25,9 @@ def evaluate_objective(objective: Objective, data: PretrainingDataset, batch_siz
     # The device's generator too (a CUDA or Apple GPU), so that a probe leaves the training
     # run's random streams where they were.
     accelerator = torch.device(device)
-    with torch.random.fork_rng(devices=[accelerator] if accelerator.type != "cpu" else [],
-                               device_type=accelerator.type if accelerator.type != "cpu"
-                               else "cuda"):
+    own_rng = backend_of(accelerator).get_rng is not None
+    with torch.random.fork_rng(devices=[accelerator] if own_rng else [],
+                               device_type=accelerator.type if own_rng else "cuda"):
         torch.manual_seed(seed)
         for start in tqdm(range(0, n, batch_size), desc="evaluate", unit="batch",
                           disable=not show_progress):

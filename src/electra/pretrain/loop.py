@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from electra.config import PretrainConfig, TrainConfig, with_precision
 from electra.data.dataset import PretrainingDataset, check_batchable, iterate_batches
-from electra.device import to_device
+from electra.device import backend_of, to_device
 from electra.errors import ElectraError
 from electra.fileutil import reported_write_failures, space_advice
 from electra.model.card import RunFacts
@@ -327,7 +327,7 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
     # gradient_as_bucket_view: the gradients are views into DDP's all-reduce buckets, which
     # saves a gradient-sized copy (memory and time) every step.
     model = (DistributedDataParallel(objective, device_ids=[info.device.index]
-                                     if info.device.type == "cuda" else None,
+                                     if backend_of(info.device).indexed else None,
                                      find_unused_parameters=getattr(
                                          objective, "find_unused_parameters", False),
                                      gradient_as_bucket_view=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from electra.device import backend_of
 from electra.model.encoder import known_padding, mask_has_padding
 from electra.precision import autocast
 
@@ -156,7 +157,7 @@ class WholeStep:
         self.groups = adamw_groups(optimizer)
         self.lrs = torch.zeros(len(optimizer.param_groups), device=self.device)
         self._run = self._step
-        self._graphed = compile and self.device.type == "cuda"
+        self._graphed = compile and backend_of(self.device).graphs
         if compile:
             self._run = compile_whole_step(self._step, self.device)
         if self._graphed:
@@ -218,7 +219,7 @@ def compile_whole_step(fn: Callable, device: torch.device) -> Callable:
                            "train.compile (layers only) instead")
     config.trace_autograd_ops = True
     raise_recompile_limit()
-    mode = "reduce-overhead" if device.type == "cuda" else None
+    mode = "reduce-overhead" if backend_of(device).graphs else None
     # dynamic=False: every shape is static by design; a batch of another shape is a graph of
     # its own, never a symbolic one (the step's random draws need concrete sizes).
     return torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
-from electra.device import mps_available
+from electra.device import BACKENDS
 from electra.errors import ElectraError
 from electra.fileutil import (
     install_dir,
@@ -45,20 +45,19 @@ def checkpoint_root(out_dir: Path) -> Path:
 
 
 def rng_state() -> dict[str, Any]:
+    """torch's default generator and, by kind, every available device's (`Backend.get_rng`)."""
     state = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    if mps_available():
-        state["mps"] = torch.mps.get_rng_state()
+    for name, backend in BACKENDS.items():
+        if backend.get_rng is not None and backend.available():
+            state[name] = backend.get_rng()
     return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    if "mps" in state and mps_available():
-        torch.mps.set_rng_state(state["mps"])
+    for name, backend in BACKENDS.items():
+        if name in state and backend.set_rng is not None and backend.available():
+            backend.set_rng(state[name])
 
 
 def step_dir(out_dir: Path, step: int) -> Path:

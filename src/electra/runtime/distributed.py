@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from electra.device import resolve_device
+from electra.device import backend_of, resolve_device
 from electra.errors import ElectraError
 
 
@@ -35,14 +35,13 @@ def init_distributed(device: str = "auto", bf16: bool = False) -> DistInfo:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = resolve_device(device, bf16, index=local_rank)
-    if world_size > 1 and dev.type == "mps":
-        raise ElectraError("torchrun with --device mps: torch.distributed has no backend for "
-                           "Apple GPUs; run one process, or use --device cpu")
-    use_cuda = dev.type == "cuda"
-    if use_cuda:
-        torch.cuda.set_device(dev)
+    backend = backend_of(dev)
+    if world_size > 1 and backend.ddp_backend is None:
+        raise ElectraError(f"torchrun with --device {dev.type}: torch.distributed has no "
+                           "backend for it; run one process, or use --device cpu")
+    backend.select(dev)
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        dist.init_process_group(backend=backend.ddp_backend)
     return DistInfo(rank, world_size, local_rank, dev)
 
 

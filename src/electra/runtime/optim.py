@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from electra.config import TrainConfig
+from electra.device import backend_of
 
 
 def no_decay(param: nn.Parameter) -> bool:
@@ -28,10 +29,12 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
 
 
 def adamw_impl(params: list[nn.Parameter]) -> dict[str, bool]:
-    """`fused=True` when every parameter is on CUDA: one kernel launch per step for all
-    parameters instead of several per parameter group and op. Elsewhere torch's default, so
-    CPU training is unchanged (torch has a fused CPU AdamW too, but it rounds differently)."""
-    fusable = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)
+    """`fused=True` when every parameter is on a device whose backend fuses the optimizer
+    (CUDA): one kernel launch per step for all parameters instead of several per parameter
+    group and op. Elsewhere torch's default, so CPU training is unchanged (torch has a fused CPU
+    AdamW too, but it rounds differently)."""
+    fusable = bool(params) and all(backend_of(p.device).fused_optimizer
+                                   and p.is_floating_point() for p in params)
     if fusable and "fused" in inspect.signature(torch.optim.AdamW).parameters:
         return {"fused": True}
     return {}
