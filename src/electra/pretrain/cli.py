@@ -17,12 +17,13 @@ from electra.cli_support import (
     add_revision_flag,
     show_progress,
 )
-from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS
+from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS, TrainConfig
 from electra.errors import EXIT_PREEMPTED, ElectraError
 from electra.runtime.cli import add_report_flags, report_targets
 from electra.settings import add_settings_flags
 
 PRESET_NAMES = tuple(PRESETS)
+_TINY, _TRAIN = PRESETS["tiny"], TrainConfig()  # the defaults --help shows
 SECTIONS = ("model", "objective", "train")  # --config / --set sections: PretrainConfig's
 
 
@@ -71,11 +72,15 @@ def _add_pretrain(sub) -> None:
                    "resumed run counts the time already spent (docs/pretraining.md)")
     p.add_argument("--budget-flops", metavar="FLOPS", help="train for the steps these training "
                    "FLOPs buy, counted as `electra flops` counts them, e.g. 1e16")
-    p.add_argument("--batch-size", type=POSITIVE, help="examples per optimizer step, all processes")
-    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step")
-    p.add_argument("--lr", type=float, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=NON_NEGATIVE)
-    p.add_argument("--seed", type=NON_NEGATIVE)
+    p.add_argument("--batch-size", type=POSITIVE, help="examples per optimizer step, all "
+                   f"processes (default: the preset's; tiny {_TINY.batch_size})")
+    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step "
+                   f"(default {_TRAIN.grad_accum})")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's; tiny "
+                   f"{_TINY.learning_rate:g})")
+    p.add_argument("--warmup-steps", type=NON_NEGATIVE, help="linear warm-up to the peak "
+                   f"(default: the preset's; tiny {_TINY.warmup_steps})")
+    p.add_argument("--seed", type=NON_NEGATIVE, help=f"default {_TRAIN.seed}")
     add_precision_flags(p)
     p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
                    "gradient is NaN/inf (no update; the schedule advances; counted as "
@@ -88,11 +93,13 @@ def _add_pretrain(sub) -> None:
                    "on CUDA (train.compile_step; compiles once per run; one process, torch >= "
                    "2.11, not fp16; opt-in: 0.88-0.90x the eager step on a CPU, not yet timed "
                    "on a GPU, docs/speed.md)")
-    p.add_argument("--log-every", type=POSITIVE)
+    p.add_argument("--log-every", type=POSITIVE, help="steps between lines of "
+                   f"OUT/metrics.jsonl (default {_TRAIN.log_every})")
     p.add_argument("--eval-every", type=NON_NEGATIVE,
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
                         "default: 4 per run, 0: none; needs a held-out split)")
-    p.add_argument("--save-every", type=NON_NEGATIVE)
+    p.add_argument("--save-every", type=NON_NEGATIVE, help="steps between checkpoints "
+                   f"(default {_TRAIN.save_every}; the newest {_TRAIN.keep_checkpoints} are kept)")
     p.add_argument("--keep-every", type=NON_NEGATIVE, metavar="K",
                    help="also keep every checkpoint whose step is a multiple of K "
                    "(train.keep_every; default 0: only the train.keep_checkpoints newest), e.g. "
