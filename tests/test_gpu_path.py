@@ -124,8 +124,10 @@ def test_encoder_output_is_the_same_with_a_correct_hint(impl: str) -> None:
 
 # ----------------------------------------------------------------------------- optimizer
 def _param(cuda: bool, floating: bool = True) -> SimpleNamespace:
-    """What `adamw_impl` reads of a parameter (no CUDA here to make a real one)."""
-    return SimpleNamespace(is_cuda=cuda, is_floating_point=lambda: floating)
+    """What `adamw_impl` reads of a parameter (no CUDA here to make a real one): its device,
+    whose backend record says whether AdamW fuses there."""
+    return SimpleNamespace(device=torch.device("cuda" if cuda else "cpu"), is_cuda=cuda,
+                           is_floating_point=lambda: floating)
 
 
 def test_fused_adamw_only_when_every_parameter_is_on_cuda() -> None:
