@@ -95,6 +95,7 @@ class Backend:
     # owns one device by index (DDP device_ids, the current device).
     ddp_backend: str | None = None
     indexed: bool = False
+    set_device: Callable[[torch.device], None] | None = None  # makes a device the current one
     # A captured step replays as a graph (CUDA graphs; torch.compile's "reduce-overhead").
     graphs: bool = False
     # Host batches go through pinned memory with non-blocking copies.
@@ -106,8 +107,8 @@ class Backend:
 
     def select(self, device: torch.device) -> None:
         """Make `device` this process's current device, where the kind has one."""
-        if self.indexed:
-            torch.cuda.set_device(device)
+        if self.set_device is not None:
+            self.set_device(device)
 
 
 def _cuda_auto_precision() -> str:
@@ -122,8 +123,9 @@ BACKENDS: dict[str, Backend] = {
     "cuda": Backend("cuda", lambda: torch.cuda.is_available(), _cuda_auto_precision,
                     lambda: True, get_rng=lambda: torch.cuda.get_rng_state_all(),
                     set_rng=lambda state: torch.cuda.set_rng_state_all(state),
-                    ddp_backend="nccl", indexed=True, graphs=True, pinned_copies=True,
-                    fused_optimizer=True),
+                    ddp_backend="nccl", indexed=True,
+                    set_device=lambda device: torch.cuda.set_device(device), graphs=True,
+                    pinned_copies=True, fused_optimizer=True),
     "mps": Backend("mps", lambda: mps_available(), lambda: "fp32", lambda: True,
                    get_rng=lambda: torch.mps.get_rng_state(),
                    set_rng=lambda state: torch.mps.set_rng_state(state)),
