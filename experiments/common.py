@@ -5,6 +5,11 @@ prepare are in `benchmarks.shared_data`; equal-FLOP pre-training is `benchmarks.
 from __future__ import annotations
 
 import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from electra.errors import ElectraError
 
 # The efficiency ladder's objectives, in Table 5.7's order, and their labels.
 LADDER = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
@@ -33,3 +38,11 @@ def cvt_method(run: dict) -> str:
     if len(run["tasks"]) > 1:
         return "multitask"
     return "cvt" if run["cvt"] else "supervised"
+
+
+def run_main(main: Callable[[], Any]) -> None:
+    """A study's command line: its `main()`, with an `ElectraError` as one line and exit 1."""
+    try:
+        main()
+    except ElectraError as e:
+        sys.exit(f"error: {e}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
 from benchmarks.shared_data import SHARED, imdb_reviews
@@ -27,6 +26,7 @@ from electra.cli import main as electra
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from experiments import finetune_transfer
+from experiments.common import run_main
 
 MODELS = ("start", "in-domain", "general")
 LABELS = {"start": "(a) general text only", "in-domain": "(b) + in-domain (IMDB)",
@@ -156,7 +156,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ElectraError as e:
-        sys.exit(f"error: {e}")
+    run_main(main)

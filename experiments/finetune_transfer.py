@@ -49,6 +49,7 @@ from electra.finetune.resume import discard_progress
 from electra.finetune.run import finetune
 from electra.finetune.settings import FinetuneSettings
 from electra.tasks import get_task
+from experiments.common import run_main
 
 STARTS = ("pretrained", "random")
 
@@ -285,7 +286,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ElectraError as e:
-        sys.exit(f"error: {e}")
+    run_main(main)

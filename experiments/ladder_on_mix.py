@@ -28,7 +28,6 @@ import glob
 import json
 import re
 import statistics
-import sys
 from pathlib import Path
 
 from benchmarks.shared_data import SHARED, imdb_reviews
@@ -41,6 +40,7 @@ from experiments.common import (
     LADDER_LABELS,
     PAPER_TABLE_5_7,
     passes_cell,
+    run_main,
     seeds_cell,
 )
 
@@ -276,7 +276,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ElectraError as e:
-        sys.exit(f"error: {e}")
+    run_main(main)

@@ -17,13 +17,11 @@ and resumable; `--table` trains nothing and writes WORK/modern-bBUDGET.md and .j
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from experiments import context_study, ladder_on_mix
-from experiments.common import passes_cell, seeds_cell
+from experiments.common import passes_cell, run_main, seeds_cell
 from experiments.ladder_on_mix import TASKS
 
 # (variant, what the row is), in the table's order.
@@ -88,7 +86,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ElectraError as e:
-        sys.exit(f"error: {e}")
+    run_main(main)

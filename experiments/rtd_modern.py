@@ -29,18 +29,16 @@ import argparse
 import dataclasses
 import json
 import statistics
-import sys
 from pathlib import Path
 
 from benchmarks.shared_data import SHARED
 from electra.demo.check import CHECKS, CheckSettings
-from electra.errors import ElectraError
 from electra.fileutil import write_atomic
 from electra.finetune.baseline import random_init
 from electra.finetune.run import finetune
 from electra.tasks.document_split import split_documents
 from experiments import context_study
-from experiments.common import seeds_cell
+from experiments.common import run_main, seeds_cell
 from experiments.ladder_on_mix import exported_encoder
 
 BUDGET_STEPS = 900
@@ -335,7 +333,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ElectraError as e:
-        sys.exit(f"error: {e}")
+    run_main(main)
