@@ -83,6 +83,20 @@ VARIANTS: dict[str, tuple[dict, str]] = {
                                  "objective.generator_multiplier": 0.25,
                                  "objective.sharing": "none", "objective.mask_prob": 0.25},
                                 "the 16-token window, a quarter-width generator, 25% masking"),
+    "window16-gen0.0625": ({"model.local_attention": 16,
+                            "objective.generator_multiplier": 0.0625,
+                            "objective.sharing": "none"},
+                           "the 16-token window and a sixteenth-width generator (one 8-wide "
+                           "head)"),
+    "window16-gen0.125-mask25": ({"model.local_attention": 16,
+                                  "objective.generator_multiplier": 0.125,
+                                  "objective.sharing": "none", "objective.mask_prob": 0.25},
+                                 "the 16-token window, an eighth-width generator, 25% masking"),
+    # TEAMS (Shen et al., 2021): the discriminator also picks the original token among the
+    # generator's candidates at masked positions, a token-identity signal RTD alone lacks.
+    "window16-teams": ({"model.local_attention": 16, "objective.name": "teams"},
+                       "TEAMS (RTD plus multi-word selection, its paper's generator) with the "
+                       "16-token window"),
     "mlm-window16": ({"objective.name": "mlm", "model.local_attention": 16},
                      "BERT's MLM with the 16-token window"),
     # Section 5.3.1's "tie all weights": one network is the generator (on the masked input)
