@@ -22,48 +22,34 @@ import os
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from electra.cli_support import Count, LazyHelpStore, LazyNames
-from electra.data import cli as data_cli
+from electra.command import CommandParser, Option
 from electra.data.cli import PrepareResult, VocabResult
 from electra.errors import ElectraError
-from electra.export import cli as export_cli
 from electra.export.cli import ExportResult
-from electra.finetune import cli as finetune_cli
 from electra.finetune.cli import FinetuneResult
-from electra.pretrain import cli as pretrain_cli
 from electra.pretrain.cli import PretrainResult
-from electra.scoring import cli as scoring_cli
 from electra.scoring.cli import ScoreResult
 
-__all__ = ["train_vocab", "prepare", "pretrain", "finetune", "export", "score", "ElectraError",
-           "VocabResult", "PrepareResult", "PretrainResult", "FinetuneResult", "ExportResult",
-           "ScoreResult"]
+__all__ = ["demo", "train_vocab", "prepare", "pretrain", "flops", "plot", "finetune", "evaluate",
+           "predict", "multitask", "cvt", "cvt_evaluate", "cvt_predict", "cvt_vectors", "score",
+           "minimal_pairs", "rerank", "export", "ElectraError", "VocabResult", "PrepareResult",
+           "PretrainResult", "FinetuneResult", "ExportResult", "ScoreResult"]
 
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand as a function: its parser (the flags, their defaults and checks) and
-    the body the CLI runs."""
+    """One subcommand as a function: its parser, whose declared options (`electra.command`)
+    give the keywords, their defaults and checks, and whose `run` is the body the CLI runs."""
 
     name: str
-    parser: argparse.ArgumentParser
-    run: Callable[[argparse.Namespace], Any]
+    parser: CommandParser
 
     @property
-    def arguments(self) -> dict[str, argparse.Action]:
-        """Each keyword argument (a flag's dest) and the action that reads it; where several
-        flags share a dest (--precision, --bf16, --fp32), the flag of the dest's own name."""
-        found: dict[str, argparse.Action] = {}
-        for action in self.parser._actions:  # argparse has no public list of its actions
-            if (action.dest == argparse.SUPPRESS or isinstance(action, argparse._HelpAction)
-                    or action.dest.startswith("alias_")):  # a flag spelling of an argument
-                continue
-            if action.dest not in found or _flag_of(action.dest) in action.option_strings:
-                found[action.dest] = action
-        return found
+    def arguments(self) -> dict[str, Option]:
+        return self.parser.arguments
 
     def namespace(self, kwargs: Mapping[str, Any]) -> argparse.Namespace:
         """What `parse_args` would return for these flags, checked as argparse checks them."""
@@ -76,28 +62,28 @@ class Command:
                     + (f" (did you mean {' or '.join(close)}?)" if close else "")
                     + f"; the arguments are the flags of `electra {self.name} --help`")
         args = argparse.Namespace(command=self.name)
-        for action in self.parser._actions:  # alias_ flags: not given (the argument is)
-            if action.dest.startswith("alias_"):
-                setattr(args, action.dest, action.default)
-        for dest, action in arguments.items():
-            default = action.default
-            if isinstance(default, str) and action.type is not None:
-                default = _scalar(self.name, action, default)
+        for alias in self.parser.aliases():  # a second spelling: not given (the argument is)
+            if alias.dest not in arguments:
+                setattr(args, alias.dest, alias.action.default)
+        for dest, option in arguments.items():
+            default = option.action.default
+            if isinstance(default, str) and option.action.type is not None:
+                default = _scalar(self.name, option, default)
             setattr(args, dest, copy.copy(default))
-        for dest, value in self.parser._defaults.items():  # set_defaults: the CLI's func
+        for dest, value in self.parser.declared_defaults.items():  # the body, its printer
             setattr(args, dest, value)
         for name, value in kwargs.items():
             if value is not None:  # None: not given, the default
                 setattr(args, name, _value(self.name, arguments[name], value))
         given = {name for name, value in kwargs.items()
                  if value is not None and value is not False}
-        missing = [_describe(a) for dest, a in arguments.items()
-                   if a.required and getattr(args, dest) is None]
+        missing = [_describe(o) for dest, o in arguments.items()
+                   if o.action.required and getattr(args, dest) is None]
         if missing:
             raise ElectraError(f"{self.name}: the following arguments are required: "
                                f"{', '.join(missing)}")
-        for group in self.parser._mutually_exclusive_groups:
-            dests = list(dict.fromkeys(a.dest for a in group._group_actions))
+        for group in self.parser.exclusive_groups:
+            dests = list(dict.fromkeys(o.dest for o in group.options))
             chosen = [dest for dest in dests if dest in given]
             if len(chosen) > 1:
                 raise ElectraError(f"{self.name}: argument {_describe(arguments[chosen[1]])}: "
@@ -110,47 +96,45 @@ class Command:
         return args
 
     def __call__(self, kwargs: Mapping[str, Any]):
-        return self.run(self.namespace(kwargs))
+        args = self.namespace(kwargs)
+        return args.run(args)
 
 
-def _flag_of(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
-def _describe(action: argparse.Action) -> str:
+def _describe(option: Option) -> str:
     """`data (--data)`: the keyword and the flag, as messages name an argument."""
-    flags = [s for s in action.option_strings if s.startswith("--")]
-    return f"{action.dest} ({flags[0]})" if flags else action.dest
+    return option.dest if option.positional else f"{option.dest} ({option.flag})"
 
 
-def _value(command: str, action: argparse.Action, value: Any) -> Any:
+def _value(command: str, option: Option, value: Any) -> Any:
     """A keyword argument's value as parse_args would store it."""
-    if isinstance(action, argparse._AppendAction):  # --set SECTION.KEY=VALUE, repeatable
+    action = option.action
+    if option.kind == "append":  # --set SECTION.KEY=VALUE, repeatable
         if isinstance(value, Mapping):
             return [f"{key}={json.dumps(item)}" for key, item in value.items()]
         items = [value] if isinstance(value, str) else list(value)
-        return [_scalar(command, action, item) for item in items]
+        return [_scalar(command, option, item) for item in items]
     if getattr(action.type, "comma_list", False) and isinstance(value, list | tuple):
         value = ",".join(map(str, value))  # report_to=["wandb", "mlflow"]
     if action.nargs == "?" and isinstance(value, bool):  # resume=True is --resume
         return action.const if value else action.default
-    if action.nargs == 0:  # a switch: --quiet, --overwrite
+    if option.is_switch:  # --quiet, --overwrite
         if not isinstance(value, bool):
-            raise ElectraError(f"{command}: argument {_describe(action)}: expected True or "
+            raise ElectraError(f"{command}: argument {_describe(option)}: expected True or "
                                f"False, got {value!r}")
         return action.const if value else action.default
     if action.nargs in ("+", "*"):
         items = [value] if isinstance(value, str | os.PathLike) else list(value)
         if action.nargs == "+" and not items:
-            raise ElectraError(f"{command}: argument {_describe(action)}: expected at least "
+            raise ElectraError(f"{command}: argument {_describe(option)}: expected at least "
                                "one value")
-        return [_scalar(command, action, item) for item in items]
-    return _scalar(command, action, value)
+        return [_scalar(command, option, item) for item in items]
+    return _scalar(command, option, value)
 
 
-def _scalar(command: str, action: argparse.Action, value: Any) -> Any:
+def _scalar(command: str, option: Option, value: Any) -> Any:
     """One value, converted by the flag's type and checked against its choices."""
-    where = f"{command}: argument {_describe(action)}"
+    action = option.action
+    where = f"{command}: argument {_describe(option)}"
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     kind = action.type
@@ -187,20 +171,23 @@ def _scalar(command: str, action: argparse.Action, value: Any) -> Any:
     return value
 
 
-def _command(module: ModuleType, name: str, run: Callable[[argparse.Namespace], Any]) -> Command:
-    subcommands = argparse.ArgumentParser(prog="electra").add_subparsers(dest="command")
-    module.add_parsers(subcommands)
-    return Command(name, subcommands.choices[name], run)
+# The functions' names where they differ from the command's (dashes become underscores)
+FUNCTION_NAMES = {"vocab": "train_vocab"}
 
 
-COMMANDS = {
-    "train_vocab": _command(data_cli, "vocab", data_cli.run_vocab),
-    "prepare": _command(data_cli, "prepare", data_cli.run_prepare),
-    "pretrain": _command(pretrain_cli, "pretrain", pretrain_cli.run_pretrain),
-    "finetune": _command(finetune_cli, "finetune", finetune_cli.run_finetune),
-    "export": _command(export_cli, "export", export_cli.run_export),
-    "score": _command(scoring_cli, "score", scoring_cli.run_score),
-}
+def _commands() -> dict[str, Command]:
+    from electra.cli import build_parser
+
+    return {FUNCTION_NAMES.get(name, name.replace("-", "_")): Command(name, parser)
+            for name, parser in build_parser().subcommand_parsers.items()}
+
+
+COMMANDS = _commands()
+
+
+def demo(**flags: Any) -> dict:
+    """The whole pipeline on a real corpus in a few minutes: `electra demo`."""
+    return COMMANDS["demo"](flags)
 
 
 def train_vocab(**flags: Any) -> VocabResult:
@@ -218,9 +205,69 @@ def pretrain(**flags: Any) -> PretrainResult:
     return COMMANDS["pretrain"](flags)
 
 
+def flops(**flags: Any) -> dict:
+    """Training and inference FLOPs of a configuration (section 5.2.2): `electra flops`."""
+    return COMMANDS["flops"](flags)
+
+
+def plot(**flags: Any) -> dict:
+    """Training curves of runs, against steps and FLOPs: `electra plot`."""
+    return COMMANDS["plot"](flags)
+
+
 def finetune(**flags: Any) -> FinetuneResult:
     """Fine-tune a model on GLUE, SQuAD, tagging or your own task: `electra finetune`."""
     return COMMANDS["finetune"](flags)
+
+
+def evaluate(**flags: Any) -> dict:
+    """Score a fine-tuned model on a dev set: `electra evaluate`."""
+    return COMMANDS["evaluate"](flags)
+
+
+def predict(**flags: Any) -> dict:
+    """Test-set predictions (GLUE TSVs, SQuAD JSON): `electra predict`."""
+    return COMMANDS["predict"](flags)
+
+
+def multitask(**flags: Any) -> dict:
+    """Multi-task fine-tuning and BAM's distillation (chapter 3): `electra multitask`."""
+    return COMMANDS["multitask"](flags)
+
+
+def cvt(**flags: Any) -> dict:
+    """Cross-view training of taggers and parsers (chapter 4): `electra cvt`."""
+    return COMMANDS["cvt"](flags)
+
+
+def cvt_evaluate(**flags: Any) -> dict:
+    """Score a CVT model on a split: `electra cvt-evaluate`."""
+    return COMMANDS["cvt_evaluate"](flags)
+
+
+def cvt_predict(**flags: Any) -> dict:
+    """Tag or parse a file with a CVT model: `electra cvt-predict`."""
+    return COMMANDS["cvt_predict"](flags)
+
+
+def cvt_vectors(**flags: Any) -> dict:
+    """Train word vectors for CVT's word embeddings: `electra cvt-vectors`."""
+    return COMMANDS["cvt_vectors"](flags)
+
+
+def score(**flags: Any) -> ScoreResult:
+    """Pseudo-log-likelihoods of texts: `electra score`."""
+    return COMMANDS["score"](flags)
+
+
+def minimal_pairs(**flags: Any) -> dict:
+    """BLiMP-style minimal-pair accuracy: `electra minimal-pairs`."""
+    return COMMANDS["minimal_pairs"](flags)
+
+
+def rerank(**flags: Any) -> dict:
+    """Re-rank n-best lists with PLLs (section 5.4.5): `electra rerank`."""
+    return COMMANDS["rerank"](flags)
 
 
 def export(model: str | os.PathLike, **flags: Any) -> ExportResult:
@@ -229,43 +276,54 @@ def export(model: str | os.PathLike, **flags: Any) -> ExportResult:
     return COMMANDS["export"]({"model": model, **flags})
 
 
-def score(**flags: Any) -> ScoreResult:
-    """Pseudo-log-likelihoods of texts: `electra score`."""
-    return COMMANDS["score"](flags)
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "demo": demo, "train_vocab": train_vocab, "prepare": prepare, "pretrain": pretrain,
+    "flops": flops, "plot": plot, "finetune": finetune, "evaluate": evaluate,
+    "predict": predict, "multitask": multitask, "cvt": cvt, "cvt_evaluate": cvt_evaluate,
+    "cvt_predict": cvt_predict, "cvt_vectors": cvt_vectors, "score": score,
+    "minimal_pairs": minimal_pairs, "rerank": rerank, "export": export}
 
 
-def _help_line(command: Command, action: argparse.Action) -> str:
-    """One argument for a docstring, from its flag's help. A help text or choices that a
-    registry gives (the task names, the scorers) are named, not loaded: they live beside
-    torch code, and importing this module stays torch-free."""
+def help_text(command: str, option: Option) -> str:
+    """An option's help as `--help` prints it. A help text or choices that a registry gives
+    (the task names, the scorers) are named, not loaded: they live beside torch code, and
+    importing this module stays torch-free."""
+    action = option.action
     if isinstance(action, LazyHelpStore):
-        text = f"see `electra {command.name} --help`"
-    else:
-        params = {**vars(action), "default": action.default, "prog": command.parser.prog,
-                  "type": getattr(action.type, "__name__", action.type),
-                  "choices": action.metavar if isinstance(action.choices, LazyNames)
-                  else ", ".join(map(str, action.choices or ()))}
-        text = (action.help or "") % params
-        if action.choices is not None and "%(choices)s" not in (action.help or ""):
-            text += f" (one of: {params['choices']})"
-    head = _describe(action) + (", required" if action.required else "")
-    return textwrap.fill(f"{head}: {text}", width=92, subsequent_indent="    ")
+        return f"see `electra {command} --help`"
+    params = {**vars(action), "default": action.default, "prog": f"electra {command}",
+              "type": getattr(action.type, "__name__", action.type),
+              "choices": action.metavar if isinstance(action.choices, LazyNames)
+              else ", ".join(map(str, action.choices or ()))}
+    text = (action.help or "") % params
+    if action.choices is not None and "%(choices)s" not in (action.help or ""):
+        text += f" (one of: {params['choices']})"
+    return text
+
+
+def _help_line(command: Command, option: Option) -> str:
+    """One argument for a docstring, from its flag's help."""
+    head = _describe(option) + (", required" if option.action.required else "")
+    return textwrap.fill(f"{head}: {help_text(command.name, option)}", width=92,
+                         subsequent_indent="    ")
 
 
 def _document(function: Callable, command: Command) -> None:
-    """`help(function)` shows the command's keyword arguments: a signature and a docstring
-    made from the parser, so a flag added to the command is documented here at once."""
+    """`help(function)` and `inspect.signature` show the command's keyword arguments with
+    their types and defaults, from the options' declarations, so a flag added to the command
+    is a documented keyword here at once."""
     own = inspect.signature(function)
-    positional = [p for p in own.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    positional = [p.replace(annotation=command.arguments[p.name].annotation)
+                  for p in own.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
     keywords = [inspect.Parameter(dest, inspect.Parameter.KEYWORD_ONLY,
-                                  default=inspect.Parameter.empty if action.required
-                                  else action.default)
-                for dest, action in command.arguments.items()
+                                  default=inspect.Parameter.empty if option.action.required
+                                  else option.action.default, annotation=option.annotation)
+                for dest, option in command.arguments.items()
                 if dest not in {p.name for p in positional}]
     function.__signature__ = own.replace(parameters=[*positional, *keywords])
     arguments = command.arguments
-    lines = [_help_line(command, action) for action in arguments.values()
-             if isinstance(action, LazyHelpStore) or action.help != argparse.SUPPRESS]
+    lines = [_help_line(command, option) for option in arguments.values()
+             if isinstance(option.action, LazyHelpStore) or option.action.help != argparse.SUPPRESS]
     intro = textwrap.fill(
         f"Returns the command's result, {own.return_annotation}; bad arguments and failures "
         f"raise ElectraError. The arguments are the flags of `electra {command.name}`, with "
@@ -275,7 +333,5 @@ def _document(function: Callable, command: Command) -> None:
                         + "\n".join(lines) + "\n")
 
 
-for _name, _function in (("train_vocab", train_vocab), ("prepare", prepare),
-                         ("pretrain", pretrain), ("finetune", finetune), ("export", export),
-                         ("score", score)):
+for _name, _function in FUNCTIONS.items():
     _document(_function, COMMANDS[_name])

@@ -1,17 +1,18 @@
 """The `electra` command: each subcommand parses flags and calls one library function.
 
 The subcommands come in groups, one module each, every one with the same hook,
-`add_parsers(sub)`; `COMMAND_GROUPS` lists them in the order `electra --help` shows them.
+`add_parsers(sub)`; `COMMAND_GROUPS` lists them in the order `electra --help` shows them. Each
+declares its options once (`electra.command`): the flags here, the Python functions in
+`electra.api` and docs/flags.md come from the same declarations.
 Building the parser imports no torch (see `electra.cli_support`).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from electra.command import CommandGroups
 from electra.errors import EXIT_PREEMPTED, ElectraError, Preempted
 from electra.version import __version__
 
@@ -28,29 +29,19 @@ COMMAND_GROUPS = (
 )
 
 
-class OneLineErrors(argparse.ArgumentParser):
-    """A usage error is one line naming the command and where its help is, not the whole usage
-    first; every subcommand's parser is one of these too (argparse builds them of this class)."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrors(
+def build_parser() -> CommandGroups:
+    parser = CommandGroups(
         prog="electra", description="Pre-train ELECTRA-family text encoders and count their "
         "compute. Each subcommand has its own --help.")
     parser.add_argument("--version", action="version", version=f"electra {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in COMMAND_GROUPS:
-        importlib.import_module(group).add_parsers(sub)
+    parser.add_commands(COMMAND_GROUPS)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        args.show(args.run(args))
     except ElectraError as e:
         message = " ".join(str(e).split())  # always one line, whatever the cause's text
         print(f"electra {args.command}: error: {message}", file=sys.stderr)

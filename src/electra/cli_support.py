@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from electra.precision import PRECISIONS
 from electra.presets import SIZES
@@ -28,6 +30,8 @@ def _device_names() -> tuple[str, ...]:
 class Count:
     """A flag type for a whole number of at least `minimum`; takes the flag's text, or an int
     from the Python API."""
+
+    annotation = int  # the Python API's keyword type (`electra.command`)
 
     def __init__(self, minimum: int):
         self.minimum = minimum
@@ -86,6 +90,20 @@ def add_precision_flags(p: argparse.ArgumentParser) -> None:
                        help="= --precision bf16")
     group.add_argument("--fp32", dest="precision", action="store_const", const="fp32",
                        help="= --precision fp32")
+
+
+def show_json(result: Any) -> None:
+    """A command's result as one JSON line on stdout."""
+    print(json.dumps(result))
+
+
+def show_json_indented(result: Any) -> None:
+    print(json.dumps(result, indent=2))
+
+
+def show_summary(result: Any) -> None:
+    """A result record's `summary`, as one JSON line."""
+    print(json.dumps(result.summary))
 
 
 def show_progress(quiet: bool = False) -> Progress:

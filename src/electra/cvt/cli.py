@@ -5,7 +5,6 @@ flag; see docs/cvt.md."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from electra.cli_support import (
     NON_NEGATIVE,
@@ -13,8 +12,10 @@ from electra.cli_support import (
     LazyHelpStore,
     add_device_flag,
     add_precision_flags,
+    show_json_indented,
     show_progress,
 )
+from electra.command import path
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError, install_hint
 from electra.runtime.cli import add_report_flags, report_targets
@@ -55,36 +56,37 @@ def train_settings(args):
                          **dataclasses.asdict(sections["train"]))
 
 
-def _run_train(args) -> None:
+def run_cvt(args) -> dict:
+    """`electra cvt`: dev scores, the model folder, the training time."""
     from electra.cvt.run import run_train
 
     s = train_settings(args)
     if s.cvt and not s.unlabeled:
         raise ElectraError("CVT needs --unlabeled CORPUS (or --no-cvt for supervised training)")
     res = run_train(s, progress=show_progress(args.quiet))
-    print(json.dumps({"scores": res["scores"], "model": res["model"],
-                      "train_seconds": res["train_seconds"]}, indent=2))
+    return {"scores": res["scores"], "model": res["model"],
+            "train_seconds": res["train_seconds"]}
 
 
-def _run_evaluate(args) -> None:
+def run_cvt_evaluate(args) -> dict:
     from electra.cvt.run import run_evaluate
 
-    print(json.dumps(run_evaluate(args.model, args.data, args.out, args.split), indent=2))
+    return run_evaluate(args.model, args.data, args.out, args.split)
 
 
-def _run_predict(args) -> None:
+def run_cvt_predict(args) -> dict:
     from electra.cvt.run import run_predict
 
-    print(json.dumps(run_predict(args.model, args.input, args.out, args.task), indent=2))
+    return run_predict(args.model, args.input, args.out, args.task)
 
 
-def _run_vectors(args) -> None:
+def run_cvt_vectors(args) -> dict:
     from electra.cvt.word_vectors import train_word_vectors
 
-    print(json.dumps(train_word_vectors(
+    return train_word_vectors(
         args.corpus, args.out, dim=args.dim, epochs=args.epochs, window=args.window,
         min_count=args.min_count, max_sentences=args.max_sentences, seed=args.seed,
-        workers=args.workers, text_field=args.text_field), indent=2))
+        workers=args.workers, text_field=args.text_field)
 
 
 def _tasks_help() -> str:
@@ -115,7 +117,8 @@ def _add_cvt(sub) -> None:
     p.add_argument("--max-unlabeled", type=POSITIVE,
                    help="use the first N unlabeled sentences (default 200000)")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
-    p.add_argument("--out", required=True, help="the run's folder: OUT/model, results.json, "
+    p.add_argument("--out", type=path,
+                   required=True, help="the run's folder: OUT/model, results.json, "
                    "dev predictions, checkpoints")
     p.add_argument("--preset", choices=tuple(PRESETS), help="small (the default: minutes on "
                    "a CPU, the paper's losses), small-cpu (small with the CVT loss at a quarter "
@@ -129,7 +132,7 @@ def _add_cvt(sub) -> None:
     p.add_argument("--seed", type=NON_NEGATIVE, help="default 0")
     p.add_argument("--train-sentences", type=POSITIVE, help="a fixed random subset of N labeled "
                    "training sentences per task")
-    p.add_argument("--word-vectors", help="GloVe/word2vec text file to initialise word "
+    p.add_argument("--word-vectors", type=path, help="GloVe/word2vec text file to initialise word "
                    "embeddings (default: random)")
     add_settings_flags(p, SECTIONS, "train.steps=2000", preset=True)
     p.add_argument("--save-every", type=NON_NEGATIVE,
@@ -141,30 +144,31 @@ def _add_cvt(sub) -> None:
     add_precision_flags(p)
     add_report_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
-    p.set_defaults(func=_run_train)
+    p.runs(run_cvt, show_json_indented)
 
 
 def _add_evaluate(sub) -> None:
     p = sub.add_parser("cvt-evaluate", help="score a CVT model on a dev or test split",
                        description="Writes OUT/TASK_SPLIT_predictions.{txt,conllu} and "
                        "OUT/results.json.")
-    p.add_argument("--model", required=True, help="OUT/model of an `electra cvt` run")
+    p.add_argument("--model", type=path, required=True, help="OUT/model of an `electra cvt` run")
     p.add_argument("--data", action="append", required=True, metavar="DIR|TASK=DIR")
     p.add_argument("--split", default="dev", choices=["dev", "test"])
-    p.add_argument("--out", required=True, help="folder for results.json and the predictions")
-    p.set_defaults(func=_run_evaluate)
+    p.add_argument("--out", type=path,
+                   required=True, help="folder for results.json and the predictions")
+    p.runs(run_cvt_evaluate, show_json_indented)
 
 
 def _add_predict(sub) -> None:
     p = sub.add_parser("cvt-predict", help="tag or parse a CoNLL / CoNLL-U file",
                        description="Tagging output: `word gold predicted` (conlleval); "
                        "parsing output: CoNLL-U with predicted HEAD and DEPREL.")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", type=path, required=True)
     p.add_argument("--task", help="which task of a multi-task model")
-    p.add_argument("--input", required=True)
-    p.add_argument("--out", "--output", dest="out", required=True,
+    p.add_argument("--input", type=path, required=True)
+    p.add_argument("--out", "--output", type=path, dest="out", required=True,
                    help="the predictions file to write (--output: the same, its earlier name)")
-    p.set_defaults(func=_run_predict)
+    p.runs(run_cvt_predict, show_json_indented)
 
 
 def _add_vectors(sub) -> None:
@@ -174,9 +178,9 @@ def _add_vectors(sub) -> None:
                        "tokenised and normalised as `electra cvt` reads it, and write the "
                        "word2vec text file `electra cvt --word-vectors` takes. The paper starts "
                        "from GloVe (section 4.2); this makes vectors from the text at hand.")
-    p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS",
+    p.add_argument("--corpus", type=path, nargs="+", required=True, metavar="CORPUS",
                    help="files or directories `electra prepare` reads")
-    p.add_argument("--out", required=True, help="the vectors file to write")
+    p.add_argument("--out", type=path, required=True, help="the vectors file to write")
     p.add_argument("--dim", type=POSITIVE, default=100,
                    help="vector size: the CVT preset's word_dim (small 100, paper 300)")
     p.add_argument("--epochs", type=POSITIVE, default=5)
@@ -187,4 +191,4 @@ def _add_vectors(sub) -> None:
     p.add_argument("--seed", type=NON_NEGATIVE, default=0)
     p.add_argument("--workers", type=POSITIVE, default=1,
                    help="training threads (more is faster, but no longer reproducible)")
-    p.set_defaults(func=_run_vectors)
+    p.runs(run_cvt_vectors, show_json_indented)

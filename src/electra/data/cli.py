@@ -5,10 +5,17 @@ and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from electra.cli_support import NON_NEGATIVE, POSITIVE, LazyNames, add_revision_flag, show_progress
+from electra.cli_support import (
+    NON_NEGATIVE,
+    POSITIVE,
+    LazyNames,
+    add_revision_flag,
+    show_progress,
+    show_summary,
+)
+from electra.command import path
 from electra.data.split import DEFAULT_HELDOUT_FRACTION, MAX_HELDOUT_DOCUMENTS, MIN_HELDOUT_CORPUS
 from electra.errors import ElectraError, install_hint
 
@@ -31,19 +38,20 @@ def _add_vocab(sub) -> None:
                        "or byte-level BPE (<s> <pad> </s> <unk> <mask>, as RoBERTa). Writes "
                        "tokenizer.json (plus vocab.txt for WordPiece) and the tokenizer config "
                        "naming the special tokens (loadable by transformers.AutoTokenizer).")
-    p.add_argument("--corpus", nargs="+", help=CORPUS_HELP)
+    p.add_argument("--corpus", type=path, nargs="+", help=CORPUS_HELP)
     p.add_argument("--kind", choices=LazyNames(_vocab_kinds), metavar="KIND",
                    default="wordpiece", help="the subword model: %(choices)s (default: "
                    "%(default)s)")
     p.add_argument("--vocab-size", type=POSITIVE, default=30522, help="default: %(default)s")
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--from-vocab", help="use this existing WordPiece vocab.txt instead of "
+    p.add_argument("--out", type=path, required=True, help="output directory")
+    p.add_argument("--from-vocab", type=path,
+                   help="use this existing WordPiece vocab.txt instead of "
                    "training")
     p.add_argument("--cased", action="store_true", help="keep case (and, for WordPiece, accents)")
     p.add_argument("--text-field", default="text", help=TEXT_FIELD_HELP)
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
-    p.set_defaults(func=_run_vocab)
+    p.runs(run_vocab, _show_vocab)
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,8 @@ def _vocab_kinds() -> tuple[str, ...]:
     return KINDS
 
 
-def _run_vocab(args) -> None:
-    print(f"vocabulary written to {run_vocab(args).out}")
+def _show_vocab(result: VocabResult) -> None:
+    print(f"vocabulary written to {result.out}")
 
 
 def run_vocab(args) -> VocabResult:
@@ -90,13 +98,15 @@ def _add_prepare(sub) -> None:
                        "write token shards plus manifest.json. The output is the same whatever "
                        "--workers. With --verify DIR, check a prepared directory's shards "
                        "against its manifest instead.")
-    p.add_argument("--corpus", nargs="+", help=CORPUS_HELP)
-    p.add_argument("--tokenizer", help="a tokenizer directory: written by `electra vocab`, or "
+    p.add_argument("--corpus", type=path, nargs="+", help=CORPUS_HELP)
+    p.add_argument("--tokenizer", type=path,
+                   help="a tokenizer directory: written by `electra vocab`, or "
                    "a released model's (tokenizer.json, or vocab.txt + tokenizer_config.json), "
                    "as a folder or a Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
     add_revision_flag(p, "--tokenizer")
     p.add_argument("--seq-len", type=POSITIVE, default=128, help="default: %(default)s")
-    p.add_argument("--out", help="folder for the shards and manifest.json (required unless "
+    p.add_argument("--out", type=path,
+                   help="folder for the shards and manifest.json (required unless "
                    "--verify)")
     p.add_argument("--heldout-fraction", type=float, default=DEFAULT_HELDOUT_FRACTION,
                    help="share of documents kept aside as a held-out split for the probes "
@@ -116,14 +126,15 @@ def _add_prepare(sub) -> None:
                    "corpus and tokenizes its part); combine the parts with --merge")
     p.add_argument("--shard-index", type=NON_NEGATIVE, default=0, metavar="I",
                    help="which part this machine prepares, 0 to N-1 (default 0)")
-    p.add_argument("--merge", nargs="+", metavar="PART", help="combine the N parts' directories "
+    p.add_argument("--merge", type=path,
+                   nargs="+", metavar="PART", help="combine the N parts' directories "
                    "into --out without tokenizing again (same examples as a one-machine "
                    "prepare, grouped by part)")
     p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--verify", metavar="DIR", help="check every shard of DIR (sizes and "
+    p.add_argument("--verify", type=path, metavar="DIR", help="check every shard of DIR (sizes and "
                    "SHA-256) against its manifest and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
-    p.set_defaults(func=_run_prepare)
+    p.runs(run_prepare, show_summary)
 
 
 @dataclass(frozen=True)
@@ -141,10 +152,6 @@ class PrepareResult:
         if self.verified is not None:
             return self.verified
         return {"out": self.out, "splits": self.splits}
-
-
-def _run_prepare(args) -> None:
-    print(json.dumps(run_prepare(args).summary))
 
 
 def run_prepare(args) -> PrepareResult:

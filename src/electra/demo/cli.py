@@ -4,6 +4,7 @@ when it runs)."""
 from __future__ import annotations
 
 from electra.cli_support import NON_NEGATIVE, POSITIVE, add_device_flag, add_precision_flags
+from electra.command import path
 from electra.config import DEMO_PRESETS
 from electra.errors import ElectraError
 from electra.settings import CLEAR, add_settings_flags
@@ -18,8 +19,9 @@ def _add_demo(sub) -> None:
                        description="Fetch a small English Wikipedia corpus (or use --corpus), "
                        "train a vocabulary, prepare data, pre-train the tiny-local (or tiny) "
                        "preset, evaluate on held-out text, export, and print a summary.")
-    p.add_argument("--corpus", nargs="+", help="your own corpus instead of the Wikipedia one")
-    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--corpus", type=path,
+                   nargs="+", help="your own corpus instead of the Wikipedia one")
+    p.add_argument("--out", type=path, default="runs/demo")
     p.add_argument("--budget", metavar="DURATION", help="the whole demo, set-up and check "
                    "included, ends within this (default 10m): pre-training gets what set-up "
                    "leaves, less what the evaluation and the check need; the summary says how "
@@ -43,16 +45,18 @@ def _add_demo(sub) -> None:
                    "chunking, 2,000 sentences, 3 epochs, F1 on its test set; SST-2: 10,000 "
                    "sentences, one epoch, dev accuracy (the demo's model does not gain there "
                    "yet)")
-    p.add_argument("--check-data", metavar="DIR", help="the check's data: CoNLL-2000's folder "
+    p.add_argument("--check-data", type=path,
+                   metavar="DIR", help="the check's data: CoNLL-2000's folder "
                    "(train.txt, test.txt) for chunk, a GLUE folder (SST-2/train.tsv, dev.tsv) for "
                    "SST-2; default: $ELECTRA_CHECK_DATA, or ../shared/data/conll2000 (or glue) "
                    "beside this checkout")
     p.add_argument("--no-check", action="store_true", help="skip the downstream check")
     add_settings_flags(p, ("demo", "check"), "check.seeds=5")
-    p.set_defaults(func=_run_demo)
+    p.runs(run_demo_command)
 
 
-def _run_demo(args) -> None:
+def run_demo_command(args) -> dict:
+    """`electra demo`, which prints its own summary; returns it."""
     import dataclasses
 
     from electra.demo.check import CHECKS
@@ -71,7 +75,7 @@ def _run_demo(args) -> None:
     if args.steps is not None or args.budget:  # one length: a --config's other one no longer
         flags["demo"]["budget_seconds" if args.steps is not None else "steps"] = CLEAR  # applies
     resolve({"demo": demo, "check": check}, args.config, flags, args.set)
-    run_demo(corpus=args.corpus, out_dir=args.out, steps=demo.steps,
+    return run_demo(corpus=args.corpus, out_dir=args.out, steps=demo.steps,
              vocab_size=demo.vocab_size, batch_size=demo.batch_size, seed=demo.seed,
              overwrite=args.overwrite, preset=demo.preset, precision=demo.precision,
              check=not args.no_check, check_data=args.check_data, check_settings=check,

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from electra.cli_support import NON_NEGATIVE, add_license_flag, add_revision_flag
+from electra.command import path
 
 
 def add_parsers(sub) -> None:
@@ -27,11 +28,12 @@ def add_parsers(sub) -> None:
     p.add_argument("model", metavar="MODEL", nargs="?", help="model directory written by "
                    "electra, or a pre-training checkpoint, or a Hugging Face Hub id ORG/NAME "
                    "(from the Hub's cache); or give it as --model, as the other commands do")
-    p.add_argument("--model", dest="alias_model", metavar="MODEL", help="= MODEL")
+    p.add_argument("--model", type=path, dest="alias_model", metavar="MODEL", help="= MODEL")
     add_revision_flag(p, "MODEL")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--onnx", metavar="OUT", help="write an ONNX export to OUT")
-    target.add_argument("--hf", metavar="OUT", help="write a fine-tuned model's transformers "
+    target.add_argument("--onnx", type=path, metavar="OUT", help="write an ONNX export to OUT")
+    target.add_argument("--hf", type=path,
+                        metavar="OUT", help="write a fine-tuned model's transformers "
                         "directory to OUT (one task's, with --task), or a checkpoint's "
                         "networks (OUT/discriminator, ...)")
     p.add_argument("--step", type=NON_NEGATIVE, metavar="N",
@@ -40,10 +42,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--int8", action="store_true", help="with --onnx: also "
                    "OUT/model.int8.onnx, dynamically quantised (int8 weights)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
-    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to OUT's "
+    p.add_argument("--card-extra", type=path,
+                   metavar="FILE", help="a markdown file appended to OUT's "
                    "model card (README.md)")
     add_license_flag(p, "OUT's")
-    p.set_defaults(func=_run)
+    p.runs(run_export, _show_export)
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,8 @@ class ExportResult:
     report: dict | None = None
 
 
-def _run(args) -> None:
-    """The command prints what the Python function returns: the folder, or the ONNX check."""
-    result = run_export(args)
+def _show_export(result: ExportResult) -> None:
+    """The folder, or the ONNX check."""
     if result.kind == "hf":
         print(result.out)
     else:

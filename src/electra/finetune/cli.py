@@ -5,7 +5,6 @@ command's body, which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from electra.cli_support import (
@@ -17,8 +16,11 @@ from electra.cli_support import (
     add_precision_flags,
     add_revision_flag,
     per_size,
+    show_json,
     show_progress,
+    show_summary,
 )
+from electra.command import path
 from electra.errors import EXIT_PREEMPTED
 from electra.presets import SIZES, finetune_defaults
 from electra.runtime.cli import add_report_flags
@@ -40,8 +42,9 @@ def add_parsers(sub) -> None:
                        f"exit status is {EXIT_PREEMPTED}; the same command continues exactly. "
                        f"Exit status 1: an error (one line on stderr).")
     _add_finetune_flags(p, train=True)
-    p.set_defaults(func=_run_finetune)
-    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the model "
+    p.runs(run_finetune, show_summary)
+    p.add_argument("--card-extra", type=path,
+                   metavar="FILE", help="a markdown file appended to the model "
                    "card (README.md) of every model written under OUT")
     add_license_flag(p, "every model's under OUT")
     p = sub.add_parser("evaluate", help="score a fine-tuned model on a dev set",
@@ -50,7 +53,7 @@ def add_parsers(sub) -> None:
     _add_finetune_flags(p, train=False)
     p.add_argument("--overwrite", action="store_true", help="write into an OUT that holds "
                    "another command's output")
-    p.set_defaults(func=_run_evaluate)
+    p.runs(run_evaluate, show_json)
     p = sub.add_parser("predict", help="test-set predictions (GLUE TSVs, SQuAD JSON)",
                        description="Predict the test split with a fine-tuned model: GLUE tasks "
                        "give the server's TSV files (CoLA.tsv, MNLI-m.tsv, ...), SQuAD the "
@@ -58,7 +61,7 @@ def add_parsers(sub) -> None:
     _add_finetune_flags(p, train=False)
     p.add_argument("--overwrite", action="store_true", help="write into an OUT that holds "
                    "another command's output")
-    p.set_defaults(func=_run_predict)
+    p.runs(run_predict, show_json)
 
 
 def _task_help(train: bool) -> str:
@@ -69,12 +72,14 @@ def _task_help(train: bool) -> str:
 
 
 def _add_finetune_flags(p, train: bool) -> None:
-    p.add_argument("--model", required=True, help="model directory (HF ELECTRA/BERT format) "
+    p.add_argument("--model", type=path,
+                   required=True, help="model directory (HF ELECTRA/BERT format) "
                    "or a Hugging Face Hub id, ORG/NAME (from the Hub's cache; docs/finetuning.md)")
     add_revision_flag(p)
     p.add_argument("--task", action=LazyHelpStore, required=train,
                    help=lambda: _task_help(train))
-    p.add_argument("--data", required=True, help="data directory (GLUE: the folder holding "
+    p.add_argument("--data", type=path,
+                   required=True, help="data directory (GLUE: the folder holding "
                    "CoLA/, SST-2/, ...; or one task's folder; SQuAD: {train,dev,test}-v1.1.json "
                    "or -v2.0.json, .gz ok), or a Hugging Face Hub dataset id, ORG/NAME (from the "
                    "Hub's cache; docs/finetuning.md)")
@@ -83,7 +88,8 @@ def _add_finetune_flags(p, train: bool) -> None:
                    "the task's own config folders where it has them, as GLUE's)")
     p.add_argument("--data-revision", metavar="REV", help="with a Hub dataset id as --data: its "
                    "branch, tag or commit (default: main)")
-    p.add_argument("--out", required=True, help="folder for results.json (and, fine-tuning, "
+    p.add_argument("--out", type=path,
+                   required=True, help="folder for results.json (and, fine-tuning, "
                    "seed<k>/ and the best seed's model, OUT/model)")
     p.add_argument("--max-seq-len", type=POSITIVE, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
@@ -194,10 +200,6 @@ class FinetuneResult:
         return self.summary.get("glue_score")
 
 
-def _run_finetune(args) -> None:
-    print(json.dumps(run_finetune(args).summary))
-
-
 def run_finetune(args) -> FinetuneResult:
     from electra.finetune.run import finetune
     from electra.model.card import add_card_extra, read_card_extra, read_card_license
@@ -235,21 +237,23 @@ def run_finetune(args) -> FinetuneResult:
                            "results": f"{args.out}/results.json"})
 
 
-def _run_evaluate(args) -> None:
+def run_evaluate(args) -> dict:
+    """`electra evaluate`: the task and its dev scores."""
     from electra.finetune.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False)[0], args.max_seq_len,
                    revision=args.revision, data_config=args.data_config,
                    data_revision=args.data_revision, overwrite=args.overwrite)
-    print(json.dumps({"task": res["task"], "scores": res["scores"]}))
+    return {"task": res["task"], "scores": res["scores"]}
 
 
-def _run_predict(args) -> None:
+def run_predict(args) -> dict:
+    """`electra predict`: the prediction files written."""
     from electra.finetune.predict import predict
 
     written = predict(args.model, args.data, args.out, args.task,
                       _finetune_settings(args, train=False)[0], args.max_seq_len,
                       revision=args.revision, data_config=args.data_config,
                       data_revision=args.data_revision, overwrite=args.overwrite)
-    print(json.dumps({"written": written}))
+    return {"written": written}

@@ -4,7 +4,6 @@ baseline runs (`--compare`). A command group: `electra.cli` lists this module an
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from electra.cli_support import (
@@ -14,8 +13,10 @@ from electra.cli_support import (
     add_precision_flags,
     add_revision_flag,
     per_size,
+    show_json,
     show_progress,
 )
+from electra.command import path
 from electra.errors import ElectraError
 from electra.presets import SIZES, multitask_defaults
 from electra.runtime.cli import add_report_flags
@@ -33,13 +34,15 @@ def add_parsers(sub) -> None:
         "for base, batch 128, 6 epochs). --strategy picks Single, Multi, Single-Single, "
         "Multi-Multi, Single-Multi or repeated rounds; --teachers distils from fine-tuned "
         "models. Writes OUT/results.json, OUT/<task>/results.json and OUT/model.")
-    p.add_argument("--model", required=True, help="pre-trained model directory (HF format) or "
+    p.add_argument("--model", type=path,
+                   required=True, help="pre-trained model directory (HF format) or "
                    "a Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
     add_revision_flag(p)
     p.add_argument("--tasks", required=True, help="comma-separated: GLUE names, or folders "
                    "DATA/<name>/ with a task.json naming their columns")
-    p.add_argument("--data", required=True, help="GLUE layout: DATA/CoLA/, DATA/SST-2/, ...")
-    p.add_argument("--out", required=True, help="folder for each stage's models and "
+    p.add_argument("--data", type=path,
+                   required=True, help="GLUE layout: DATA/CoLA/, DATA/SST-2/, ...")
+    p.add_argument("--out", type=path, required=True, help="folder for each stage's models and "
                    "results.json")
     p.add_argument("--strategy", default="multi", help="single, multi, single-single, "
                    "multi-multi, single-multi, single-multi-single-multi, ... (default multi)")
@@ -83,7 +86,7 @@ def add_parsers(sub) -> None:
     add_report_flags(p, "each stage's tensorboard/seed<k>/")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "multitask.sampling_exponent=1.0")
-    p.set_defaults(func=run_command)
+    p.runs(run_multitask, show_json)
 
 
 def parse_compare(text: str | None) -> dict[str, Path]:
@@ -98,7 +101,8 @@ def parse_compare(text: str | None) -> dict[str, Path]:
     return out
 
 
-def run_command(args) -> None:
+def run_multitask(args) -> dict:
+    """`electra multitask`: the average, the GLUE score and each task's median."""
     from electra.multitask.strategies import SingleOverrides, load_task_results, run_strategy
     from electra.multitask.train import MultitaskSettings
     from electra.settings import resolve
@@ -124,6 +128,6 @@ def run_command(args) -> None:
         from electra.multitask.significance import add_significance
 
         res = add_significance(Path(args.out), baselines, args.bootstrap_samples)
-    print(json.dumps({"average": res["average"], "glue_score": res["glue_score"],
-                      "tasks": {k: v["median"] for k, v in res["tasks"].items()},
-                      "results": f"{args.out}/results.json"}))
+    return {"average": res["average"], "glue_score": res["glue_score"],
+            "tasks": {k: v["median"] for k, v in res["tasks"].items()},
+            "results": f"{args.out}/results.json"}

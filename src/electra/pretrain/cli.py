@@ -15,8 +15,10 @@ from electra.cli_support import (
     add_license_flag,
     add_precision_flags,
     add_revision_flag,
+    show_json,
     show_progress,
 )
+from electra.command import path
 from electra.config import GENERATOR_KINDS, OBJECTIVE_NAMES, PRESETS, TrainConfig
 from electra.errors import EXIT_PREEMPTED, ElectraError
 from electra.runtime.cli import add_report_flags, report_targets
@@ -48,20 +50,24 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--preset", choices=PRESET_NAMES,
                    help="model size and recipe: Table 5.1, or ours for CPUs (default tiny; "
                    "with --init-from, the checkpoint's size; docs/pretraining.md)")
-    p.add_argument("--init-from", metavar="DIR|ID", help="continue pre-training from these "
+    p.add_argument("--init-from", type=path,
+                   metavar="DIR|ID", help="continue pre-training from these "
                    "weights: a finished run (OUT or OUT/final), a Hugging Face ELECTRA "
                    "discriminator, or one encoder (ELECTRA or BERT, MLM head or none), as a "
                    "folder or a Hub id ORG/NAME (from the Hub's cache); sizes and vocabulary "
                    "come from it, optimizer and schedule start fresh (docs/pretraining.md)")
-    p.add_argument("--init-generator", metavar="DIR|ID", help="with --init-from: the generator "
+    p.add_argument("--init-generator", type=path,
+                   metavar="DIR|ID", help="with --init-from: the generator "
                    "(ElectraForMaskedLM or BertForMaskedLM) to continue, a folder or a Hub id; "
                    "default: the run's own generator/, else a new one at the preset's width")
     add_revision_flag(p, "--init-from")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES,
                    help="pre-training objective (default: electra); other objective settings "
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
-    p.add_argument("--data", required=True, help="directory written by `electra prepare`")
-    p.add_argument("--out", required=True, help="the run's folder: settings.json, run.json, "
+    p.add_argument("--data", type=path,
+                   required=True, help="directory written by `electra prepare`")
+    p.add_argument("--out", type=path,
+                   required=True, help="the run's folder: settings.json, run.json, "
                    "metrics.jsonl, checkpoints/, final/ (a new folder, or this run's with "
                    "--resume)")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps (default: the preset's); or "
@@ -112,10 +118,11 @@ def _add_pretrain(sub) -> None:
     add_report_flags(p)
     add_device_flag(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
-    p.add_argument("--card-extra", metavar="FILE", help="a markdown file appended to the "
+    p.add_argument("--card-extra", type=path,
+                   metavar="FILE", help="a markdown file appended to the "
                    "model card (README.md) of each OUT/final/ folder")
     add_license_flag(p, "each OUT/final/ folder's")
-    p.set_defaults(func=_run_pretrain)
+    p.runs(run_pretrain, _show_pretrain)
 
 
 # Flags that set a field of another name, for messages that name the flag.
@@ -215,9 +222,8 @@ class PretrainResult:
         return self.final.get("generator")
 
 
-def _run_pretrain(args) -> None:
-    result = run_pretrain(args)
-    if result.final:
+def _show_pretrain(result: PretrainResult) -> None:
+    if result.final:  # the main process's
         print(json.dumps(result.summary, indent=2))
 
 
@@ -257,10 +263,11 @@ def _add_flops(sub) -> None:
     p.add_argument("--generator", choices=GENERATOR_KINDS,
                    help="generator kind (default: mlm)")
     add_settings_flags(p, SECTIONS, "objective.generator_layers=6", preset=True)
-    p.set_defaults(func=_run_flops)
+    p.runs(run_flops, show_json)
 
 
-def _run_flops(args) -> None:
+def run_flops(args) -> dict:
+    """`electra flops`: train_flops, infer_flops and params."""
     from electra.config import PretrainConfig
     from electra.pretrain.flops_report import flops_report
     from electra.settings import Sources, config_preset, resolve
@@ -274,4 +281,4 @@ def _run_flops(args) -> None:
                        "train": {"steps": args.steps, "batch_size": args.batch_size}},
                       args.set, Sources(), preset=True, flag_names=FLAG_NAMES)
     steps = cfg.train.steps if sources.of("train.steps").kind != "default" else None
-    print(json.dumps(flops_report(cfg, args.seq_len, steps)))
+    return flops_report(cfg, args.seq_len, steps)

@@ -5,8 +5,9 @@ numbers go (`--report-to`, `--tensorboard`)."""
 from __future__ import annotations
 
 import argparse
-import json
 
+from electra.cli_support import show_json
+from electra.command import path
 from electra.errors import ElectraError, install_hint
 from electra.runtime.sinks import SINKS, parse_report_to
 
@@ -19,6 +20,7 @@ def _report_to(text: str) -> tuple[str, ...]:
 
 
 _report_to.comma_list = True  # the Python API joins a list of names with commas
+_report_to.annotation = str | list[str]
 
 
 def add_report_flags(p: argparse.ArgumentParser, tensorboard_dir: str = "OUT/tensorboard/"
@@ -50,16 +52,17 @@ def _add_plot(sub) -> None:
                        "against steps and against training FLOPs. Needs matplotlib "
                        f"({install_hint('plot')}).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories (or metrics.jsonl)")
-    p.add_argument("--out", required=True, help="image file: .png, .pdf or .svg")
+    p.add_argument("--out", type=path, required=True, help="image file: .png, .pdf or .svg")
     p.add_argument("--x", choices=["step", "flops", "both"], default="both",
                    help="x axis (default both: each metric against steps and, beside it, FLOPs)")
     p.add_argument("--metrics", help="comma-separated keys (default: every loss, accuracy, "
                    "AUC and dev score present)")
-    p.set_defaults(func=_run_plot)
+    p.runs(run_plot, show_json)
 
 
-def _run_plot(args) -> None:
+def run_plot(args) -> dict:
+    """`electra plot`: the image written and the metrics drawn."""
     from electra.runtime.plot import plot
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    print(json.dumps(plot(args.runs, args.out, metrics, args.x)))
+    return plot(args.runs, args.out, metrics, args.x)

@@ -5,7 +5,6 @@ body, which the CLI and the Python API (`electra.api`) share."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from electra.cli_support import (
@@ -13,8 +12,11 @@ from electra.cli_support import (
     LazyNames,
     add_device_flag,
     add_revision_flag,
+    show_json_indented,
     show_progress,
+    show_summary,
 )
+from electra.command import path
 from electra.progress import Progress
 
 
@@ -30,7 +32,7 @@ def _scorer_names() -> tuple[str, ...]:
 
 
 def _add_scorer_flags(p, model_required: bool = True) -> None:
-    p.add_argument("--model", required=model_required,
+    p.add_argument("--model", type=path, required=model_required,
                    help="model directory: a masked LM (ELECTRA generator or BERT MLM), an "
                    "Electric or ELECTRA-TT discriminator, or a two-tower generator; or a "
                    "Hugging Face Hub id, ORG/NAME (from the Hub's cache)")
@@ -74,13 +76,14 @@ def _add_score(sub) -> None:
                        "Writes JSON lines {index, line, text, pll, num_tokens[, tokens, "
                        "token_scores]}.")
     _add_scorer_flags(p)
-    p.add_argument("--input", required=True, help="text file (.txt) or JSON lines (.jsonl), "
+    p.add_argument("--input", type=path,
+                   required=True, help="text file (.txt) or JSON lines (.jsonl), "
                    ".gz ok")
     p.add_argument("--text-field", default="text", help="JSON lines field (default: text)")
-    p.add_argument("--out", required=True, help="output JSON lines file")
+    p.add_argument("--out", type=path, required=True, help="output JSON lines file")
     p.add_argument("--per-token", action="store_true", help="also write tokens and their "
                    "log-probabilities")
-    p.set_defaults(func=_run_score)
+    p.runs(run_score, show_summary)
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,6 @@ class ScoreResult:
     texts: int
     scorer: str
     summary: dict
-
-
-def _run_score(args) -> None:
-    print(json.dumps(run_score(args).summary))
 
 
 def run_score(args) -> ScoreResult:
@@ -113,17 +112,18 @@ def _add_minimal_pairs(sub) -> None:
                        "good sentence has the higher pseudo-log-likelihood; print the accuracy "
                        "overall and per field, phenomenon and paradigm as JSON.")
     _add_scorer_flags(p)
-    p.add_argument("--data", required=True, help="JSON lines file (.gz ok)")
+    p.add_argument("--data", type=path, required=True, help="JSON lines file (.gz ok)")
     p.add_argument("--limit", type=POSITIVE, help="first N pairs of each paradigm (UID)")
-    p.add_argument("--out", help="also write the JSON result here")
-    p.set_defaults(func=_run_minimal_pairs)
+    p.add_argument("--out", type=path, help="also write the JSON result here")
+    p.runs(run_minimal_pairs, show_json_indented)
 
 
-def _run_minimal_pairs(args) -> None:
+def run_minimal_pairs(args) -> dict:
+    """`electra minimal-pairs`: accuracy overall and per field, phenomenon and paradigm."""
     from electra.scoring.commands import minimal_pairs_file
 
-    print(json.dumps(minimal_pairs_file(_scorer_options(args), args.data, args.limit, args.out,
-                                        _bar(args)), indent=2))
+    return minimal_pairs_file(_scorer_options(args), args.data, args.limit, args.out,
+                              _bar(args))
 
 
 def _add_rerank(sub) -> None:
@@ -133,18 +133,20 @@ def _add_rerank(sub) -> None:
                        "lambda is tuned on --dev by word error rate over 0.05, 0.1, ..., 1.0, "
                        "or fixed with --lambda. PLLs come from the 'pll' fields or --model.")
     _add_scorer_flags(p, model_required=False)
-    p.add_argument("--nbest", required=True, help="n-best lists to re-rank (the test split)")
-    p.add_argument("--dev", help="n-best lists with references to tune lambda on")
+    p.add_argument("--nbest", type=path,
+                   required=True, help="n-best lists to re-rank (the test split)")
+    p.add_argument("--dev", type=path, help="n-best lists with references to tune lambda on")
     p.add_argument("--lambda", dest="lam", type=float, help="fixed lambda (no tuning)")
-    p.add_argument("--out", help="write the chosen hypotheses here (JSON lines)")
-    p.set_defaults(func=_run_rerank)
+    p.add_argument("--out", type=path, help="write the chosen hypotheses here (JSON lines)")
+    p.runs(run_rerank, show_json_indented)
 
 
-def _run_rerank(args) -> None:
+def run_rerank(args) -> dict:
+    """`electra rerank`: lambda and word error rates before and after."""
     from electra.scoring.commands import rerank_files
 
-    print(json.dumps(rerank_files(_scorer_options(args), args.nbest, args.dev, args.lam,
-                                  args.out, _bar(args)), indent=2))
+    return rerank_files(_scorer_options(args), args.nbest, args.dev, args.lam, args.out,
+                        _bar(args))
 
 
 def _bar(args) -> Progress:
