@@ -92,15 +92,11 @@ def test_the_check_looks_for_the_test_data_beside_the_checkout(tmp_path, monkeyp
 
 def test_the_check_tasks_the_cli_offers_are_the_checks():
     """The CLI lists the tasks without importing the check (torch); they must not drift."""
-    import argparse
+    from electra.cli import build_parser
+    from electra.demo import check
 
-    from electra.demo import check, cli
-
-    sub = argparse.ArgumentParser().add_subparsers()
-    cli.add_parsers(sub)
-    demo = sub.choices["demo"]
-    choices = next(a.choices for a in demo._actions if a.dest == "check_task")
-    assert tuple(choices) == tuple(check.CHECKS)
+    demo = build_parser().subcommand_parsers["demo"]
+    assert tuple(demo.arguments["check_task"].action.choices) == tuple(check.CHECKS)
 
 
 @pytest.mark.parametrize("task, expected", [("chunk", "train.txt and test.txt"),

@@ -100,7 +100,7 @@ def test_electra_command_parses(name: str, command: str):
         parsed = build_parser().parse_args(args)
     except SystemExit as e:
         pytest.fail(f"{name}: the parser refused it (exit {e.code})")
-    assert callable(parsed.func)
+    assert callable(parsed.run)
 
 
 @pytest.mark.parametrize("module", sorted({m for _, m in collect("module")}))

@@ -55,10 +55,11 @@ POSITIVE = Count(1)
 NON_NEGATIVE = Count(0)
 
 
-def add_device_flag(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+def add_device_flag(p: argparse.ArgumentParser, default: str | None = "auto",
+                    setting: str | None = None) -> None:
     """`--device`, the same for every command (`electra.device.resolve_device`); `default`
-    None where a settings file may give it."""
-    p.add_argument("--device", default=default, choices=LazyNames(_device_names),
+    None where a settings file may give it (the field `setting`)."""
+    p.add_argument("--device", default=default, choices=LazyNames(_device_names), setting=setting,
                    metavar="DEVICE", help="%(choices)s; auto (default): a CUDA GPU, else an "
                    "Apple GPU (mps), else the CPU (electra.device's backends, in AUTO_ORDER)")
 
@@ -76,12 +77,14 @@ def add_license_flag(p: argparse.ArgumentParser, cards: str) -> None:
                    "cc-by-4.0, ...; default: none stated)")
 
 
-def add_precision_flags(p: argparse.ArgumentParser) -> None:
+def add_precision_flags(p: argparse.ArgumentParser, setting: str | None = None) -> None:
     """`--precision` and its aliases `--bf16` and `--fp32`, one `args.precision` (None when
-    none is given: the command's default, auto; `electra.precision`)."""
+    none is given: the command's default, auto; `electra.precision`); `setting`: the settings
+    field it sets."""
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--precision", choices=PRECISIONS, help="auto (default): bf16 on CUDA "
-                       "GPUs with native bf16 and on CPUs with AVX512-BF16 or AMX, fp16 with "
+    group.add_argument("--precision", choices=PRECISIONS, setting=setting,
+                       help="auto (default): bf16 on CUDA GPUs with native bf16 and on CPUs "
+                       "with AVX512-BF16 or AMX, fp16 with "
                        "dynamic loss scaling on older CUDA GPUs (T4, V100, P100), fp32 "
                        "elsewhere. bf16 is refused on CPUs without native bf16, where it runs "
                        "~85x slower (ELECTRA_ALLOW_SLOW_BF16=1 overrides); fp16 skips and "

@@ -5,8 +5,9 @@ Every `electra` subcommand declares each option with one `add_argument` call on 
 
 - the flag (argparse builds it from the same call);
 - the Python function's keyword: its name, type annotation and default (`electra.api`);
-- the settings field the flag sets, `setting="train.learning_rate"`, which
-  `settings_from_flags` reads and `electra.settings` records as the value's source;
+- the settings field the flag sets, `setting="train.learning_rate"`: the command's body reads
+  the flags' values as settings from `args.declared` (`DeclaredSettings`), and
+  `electra.settings` records the flag as the value's source;
 - the flags table in docs/flags.md (`flags_table`, checked by a test).
 
 `add_argument` takes two keywords of its own besides argparse's: `setting` (the field the
@@ -159,7 +160,11 @@ class CommandParser(argparse.ArgumentParser):
              show: Callable[[Any], None] | None = None) -> None:
         """The command's body, `body(args) -> result`, which the Python function returns, and
         how the command line shows the result (`show`; default: nothing more)."""
-        self.set_defaults(run=body, show=show or (lambda result: None))
+        self.set_defaults(run=body, show=show or show_nothing)
+
+    def seal(self) -> None:
+        """Once every option is added: `args.declared`, the settings the options set."""
+        self.set_defaults(declared=DeclaredSettings.of(self.options))
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -175,26 +180,54 @@ class CommandParser(argparse.ArgumentParser):
         return (o for o in self.options if o.is_alias)
 
 
-def settings_from_flags(args: argparse.Namespace, options: Iterable[Option]
-                        ) -> dict[str, dict[str, Any]]:
-    """{section: {field: value}} of the options that declare a `setting`, as
-    `electra.settings.resolve` takes flags: None where the flag was not given (a switch left
-    off included), so the settings file's or the preset's value stands."""
-    flags: dict[str, dict[str, Any]] = {}
-    for option in options:
-        if option.setting is None:
-            continue
-        value = getattr(args, option.dest)
-        if option.is_switch and value == option.action.default:
-            value = None
-        section, field = option.setting.split(".", 1)
-        flags.setdefault(section, {})[field] = value
-    return flags
+@dataclass(frozen=True)
+class SettingFlag:
+    """An option that sets a settings field (its declaration's `setting`)."""
+
+    setting: str  # "train.learning_rate"
+    dest: str
+    flag: str
+    switch: bool
+    default: Any
 
 
-def setting_flags(options: Iterable[Option]) -> dict[str, str]:
-    """{"train.learning_rate": "--lr", ...}: the flag that sets a field, for messages."""
-    return {o.setting: o.flag for o in options if o.setting is not None and not o.is_alias}
+@dataclass(frozen=True)
+class DeclaredSettings:
+    """The settings fields a command's options set, as `args.declared` carries them to the
+    command's body (a value, equal across builds of the parser)."""
+
+    options: tuple[SettingFlag, ...]
+
+    @classmethod
+    def of(cls, options: Iterable[Option]) -> DeclaredSettings:
+        return cls(tuple(SettingFlag(o.setting, o.dest, o.flag, o.is_switch, o.action.default)
+                         for o in options if o.setting is not None and not o.is_alias))
+
+    def from_args(self, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+        """{section: {field: value}}, as `electra.settings.resolve` takes flags: None where the
+        flag was not given (a switch left off, an empty list included), so the settings
+        file's or the preset's value stands. A `--no-X` switch sets its field to False."""
+        flags: dict[str, dict[str, Any]] = {}
+        for option in self.options:
+            value = getattr(args, option.dest)
+            if value == option.default and (option.switch or value == ()):
+                value = None
+            elif option.switch and option.flag.startswith("--no-"):
+                value = False
+            elif isinstance(value, tuple):
+                value = list(value)
+            section, field = option.setting.split(".", 1)
+            flags.setdefault(section, {})[field] = value
+        return flags
+
+    @property
+    def flag_names(self) -> dict[str, str]:
+        """{"train.learning_rate": "--lr", ...}: the flag that sets a field, for messages."""
+        return {o.setting: o.flag for o in self.options}
+
+
+def show_nothing(result: Any) -> None:
+    """For a command that prints as it goes (`electra demo`)."""
 
 
 def annotation_text(annotation: Any) -> str:
@@ -238,4 +271,6 @@ class CommandGroups(CommandParser):
                                   parser_class=CommandParser)
         for module in modules:
             importlib.import_module(module).add_parsers(sub)
+        for parser in sub.choices.values():
+            parser.seal()
         self.subcommand_parsers.update(sub.choices)

@@ -181,6 +181,14 @@ def resolve(targets: dict[str, Any], config: str | Path | None,
     return sources
 
 
+def one_length(flags: dict[str, Any], given: str | None, lengths: Sequence[str]) -> None:
+    """A run's length is one of `lengths` (fields: steps, a time or FLOPs budget, epochs). The
+    one the command line gave (`given`; None: none) clears the others in `flags`, so that a
+    --config's other length no longer applies."""
+    if given is not None:
+        flags.update({field: CLEAR for field in lengths if field != given})
+
+
 def write_settings(out_dir: str | Path, sections: Mapping[str, Any]) -> Path:
     """OUT/settings.json: the settings a run used, by section, as `--config` reads them."""
     record = {name: dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value

@@ -19,7 +19,7 @@ from electra.command import path
 from electra.cvt.config import PRESETS
 from electra.errors import ElectraError, install_hint
 from electra.runtime.cli import add_report_flags, report_targets
-from electra.settings import CLEAR, add_settings_flags
+from electra.settings import add_settings_flags
 
 SECTIONS = ("cvt", "train")  # --config / --set sections: CVTConfig, CVTTrainConfig
 
@@ -29,7 +29,7 @@ def train_settings(args):
     --set (`electra.settings`)."""
     from electra.cvt.config import CVTTrainConfig, make_config
     from electra.cvt.run import TrainSettings
-    from electra.settings import Sources, apply_preset, config_preset, resolve
+    from electra.settings import Sources, apply_preset, config_preset, one_length, resolve
 
     named = args.preset or config_preset(args.config)
     preset = named or "small"
@@ -38,13 +38,11 @@ def train_settings(args):
     if named:
         apply_preset({"cvt": sections["cvt"]}, sources, f"--preset {preset}" if args.preset
                      else f"{args.config}: preset")
-    flags = {name: getattr(args, name) for name in ("steps", "epochs", "seed", "train_sentences",
-                                                    "max_unlabeled", "save_every", "precision")}
-    flags["cvt"] = False if args.no_cvt else None
-    if args.steps is not None or args.epochs is not None:  # one length: a --config's other one
-        flags["epochs" if args.steps is not None else "steps"] = CLEAR  # no longer applies
-    resolve(sections, args.config, {"train": flags}, args.set, sources, preset=True,
-            flag_names={"train.cvt": "--no-cvt"})
+    flags = args.declared.from_args(args)
+    one_length(flags["train"], "steps" if args.steps is not None
+               else "epochs" if args.epochs is not None else None, ("steps", "epochs"))
+    resolve(sections, args.config, flags, args.set, sources, preset=True,
+            flag_names=args.declared.flag_names)
     sections["cvt"].validate()
     sections["train"].validate()
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -114,7 +112,7 @@ def _add_cvt(sub) -> None:
     p.add_argument("--unlabeled", action="append", metavar="CORPUS",
                    help="unlabeled text: files or directories `electra prepare` reads "
                    "(repeatable)")
-    p.add_argument("--max-unlabeled", type=POSITIVE,
+    p.add_argument("--max-unlabeled", setting="train.max_unlabeled", type=POSITIVE,
                    help="use the first N unlabeled sentences (default 200000)")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
     p.add_argument("--out", type=path,
@@ -124,24 +122,28 @@ def _add_cvt(sub) -> None:
                    "a CPU, the paper's losses), small-cpu (small with the CVT loss at a quarter "
                    "weight, ahead sooner at CPU-scale lengths) or paper (Table 4.1)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--steps", type=POSITIVE, help="labeled minibatches (each followed by an "
+    g.add_argument("--steps", setting="train.steps",
+                   type=POSITIVE, help="labeled minibatches (each followed by an "
                    "unlabeled one under CVT); give --steps or --epochs (or train.steps, "
                    "train.epochs)")
-    g.add_argument("--epochs", type=float, help="passes over the labeled training data")
-    p.add_argument("--no-cvt", action="store_true", help="supervised baseline (train.cvt)")
-    p.add_argument("--seed", type=NON_NEGATIVE, help="default 0")
-    p.add_argument("--train-sentences", type=POSITIVE, help="a fixed random subset of N labeled "
+    g.add_argument("--epochs", setting="train.epochs",
+                   type=float, help="passes over the labeled training data")
+    p.add_argument("--no-cvt", setting="train.cvt",
+                   action="store_true", help="supervised baseline (train.cvt)")
+    p.add_argument("--seed", setting="train.seed", type=NON_NEGATIVE, help="default 0")
+    p.add_argument("--train-sentences", setting="train.train_sentences",
+                   type=POSITIVE, help="a fixed random subset of N labeled "
                    "training sentences per task")
     p.add_argument("--word-vectors", type=path, help="GloVe/word2vec text file to initialise word "
                    "embeddings (default: random)")
     add_settings_flags(p, SECTIONS, "train.steps=2000", preset=True)
-    p.add_argument("--save-every", type=NON_NEGATIVE,
+    p.add_argument("--save-every", setting="train.save_every", type=NON_NEGATIVE,
                    help="steps between checkpoints (default 500)")
     p.add_argument("--resume", nargs="?", const=True, default=False, choices=("auto",),
                    help="continue from OUT's latest checkpoint where OUT holds a run, else "
                    "start it (`--resume auto` says the same, as for pretrain)")
     add_device_flag(p)
-    add_precision_flags(p)
+    add_precision_flags(p, setting="train.precision")
     add_report_flags(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.runs(run_cvt, show_json_indented)
@@ -183,12 +185,12 @@ def _add_vectors(sub) -> None:
     p.add_argument("--out", type=path, required=True, help="the vectors file to write")
     p.add_argument("--dim", type=POSITIVE, default=100,
                    help="vector size: the CVT preset's word_dim (small 100, paper 300)")
-    p.add_argument("--epochs", type=POSITIVE, default=5)
+    p.add_argument("--epochs", setting="train.epochs", type=POSITIVE, default=5)
     p.add_argument("--window", type=POSITIVE, default=5)
     p.add_argument("--min-count", type=POSITIVE, default=2, help="drop rarer words")
     p.add_argument("--max-sentences", type=POSITIVE, help="use the first N sentences")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
-    p.add_argument("--seed", type=NON_NEGATIVE, default=0)
+    p.add_argument("--seed", setting="train.seed", type=NON_NEGATIVE, default=0)
     p.add_argument("--workers", type=POSITIVE, default=1,
                    help="training threads (more is faster, but no longer reproducible)")
     p.runs(run_cvt_vectors, show_json_indented)

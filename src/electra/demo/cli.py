@@ -7,7 +7,7 @@ from electra.cli_support import NON_NEGATIVE, POSITIVE, add_device_flag, add_pre
 from electra.command import path
 from electra.config import DEMO_PRESETS
 from electra.errors import ElectraError
-from electra.settings import CLEAR, add_settings_flags
+from electra.settings import add_settings_flags
 
 
 def add_parsers(sub) -> None:
@@ -22,21 +22,23 @@ def _add_demo(sub) -> None:
     p.add_argument("--corpus", type=path,
                    nargs="+", help="your own corpus instead of the Wikipedia one")
     p.add_argument("--out", type=path, default="runs/demo")
-    p.add_argument("--budget", metavar="DURATION", help="the whole demo, set-up and check "
+    p.add_argument("--budget", setting="demo.budget_seconds",
+                   metavar="DURATION", help="the whole demo, set-up and check "
                    "included, ends within this (default 10m): pre-training gets what set-up "
                    "leaves, less what the evaluation and the check need; the summary says how "
                    "many steps that bought")
-    p.add_argument("--steps", type=POSITIVE, help="pre-train exactly this many steps instead of a "
+    p.add_argument("--steps", setting="demo.steps",
+                   type=POSITIVE, help="pre-train exactly this many steps instead of a "
                    "budget")
-    p.add_argument("--vocab-size", type=POSITIVE, help="default 8192")
-    p.add_argument("--batch-size", type=POSITIVE, help="default 32")
-    p.add_argument("--seed", type=NON_NEGATIVE, help="default 1")
-    p.add_argument("--preset", choices=DEMO_PRESETS,
+    p.add_argument("--vocab-size", setting="demo.vocab_size", type=POSITIVE, help="default 8192")
+    p.add_argument("--batch-size", setting="demo.batch_size", type=POSITIVE, help="default 32")
+    p.add_argument("--seed", setting="demo.seed", type=NON_NEGATIVE, help="default 1")
+    p.add_argument("--preset", setting="demo.preset", choices=DEMO_PRESETS,
                    help="tiny-local (default: learns context within the demo's budget; its "
                         "ALiBi bias makes its exports transformers remote code) or tiny (the "
                         "plain architecture, transformers' own ELECTRA classes; "
                         "docs/pretraining.md)")
-    add_precision_flags(p)
+    add_precision_flags(p, setting="demo.precision")
     add_device_flag(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.add_argument("--check-task", choices=("chunk", "SST-2"),
@@ -62,19 +64,18 @@ def run_demo_command(args) -> dict:
     from electra.demo.check import CHECKS
     from electra.demo.run import DemoSettings, run_demo
     from electra.pretrain.budget import parse_duration
-    from electra.settings import resolve
+    from electra.settings import one_length, resolve
 
     if args.steps is not None and args.budget:
         raise ElectraError("--steps and --budget together: give one")
     demo = DemoSettings()
     check = dataclasses.replace(CHECKS[args.check_task or "chunk"])
-    flags = {"demo": {"preset": args.preset, "steps": args.steps,
-                      "budget_seconds": parse_duration(args.budget) if args.budget else None,
-                      "vocab_size": args.vocab_size, "batch_size": args.batch_size,
-                      "seed": args.seed, "precision": args.precision}}
-    if args.steps is not None or args.budget:  # one length: a --config's other one no longer
-        flags["demo"]["budget_seconds" if args.steps is not None else "steps"] = CLEAR  # applies
-    resolve({"demo": demo, "check": check}, args.config, flags, args.set)
+    flags = args.declared.from_args(args)
+    flags["demo"]["budget_seconds"] = parse_duration(args.budget) if args.budget else None
+    one_length(flags["demo"], "steps" if args.steps is not None
+               else "budget_seconds" if args.budget else None, ("steps", "budget_seconds"))
+    resolve({"demo": demo, "check": check}, args.config, flags, args.set,
+            flag_names=args.declared.flag_names)
     return run_demo(corpus=args.corpus, out_dir=args.out, steps=demo.steps,
              vocab_size=demo.vocab_size, batch_size=demo.batch_size, seed=demo.seed,
              overwrite=args.overwrite, preset=demo.preset, precision=demo.precision,

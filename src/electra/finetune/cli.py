@@ -91,42 +91,56 @@ def _add_finetune_flags(p, train: bool) -> None:
     p.add_argument("--out", type=path,
                    required=True, help="folder for results.json (and, fine-tuning, "
                    "seed<k>/ and the best seed's model, OUT/model)")
-    p.add_argument("--max-seq-len", type=POSITIVE, help="default: 128 (384 for SQuAD), or the "
+    p.add_argument("--max-seq-len", setting="finetune.max_seq_len",
+                   type=POSITIVE, help="default: 128 (384 for SQuAD), or the "
                    "fine-tuned model's")
-    p.add_argument("--eval-batch-size", type=POSITIVE, help="default 128")
-    p.add_argument("--max-eval-examples", type=POSITIVE, help="score only the first K dev examples")
-    add_precision_flags(p)
-    add_device_flag(p, default=None)
+    p.add_argument("--eval-batch-size", setting="finetune.eval_batch_size",
+                   type=POSITIVE, help="default 128")
+    p.add_argument("--max-eval-examples", setting="finetune.max_eval_examples",
+                   type=POSITIVE, help="score only the first K dev examples")
+    add_precision_flags(p, setting="finetune.precision")
+    add_device_flag(p, default=None, setting="finetune.device")
     if not train:
         return
-    p.add_argument("--seeds", type=POSITIVE, help="fine-tunings from the same checkpoint; "
+    p.add_argument("--seeds", setting="finetune.seeds",
+                   type=POSITIVE, help="fine-tunings from the same checkpoint; "
                    "results report their median (default 1; the papers use 10)")
-    p.add_argument("--seed", type=NON_NEGATIVE, help="first seed (default 1)")
-    p.add_argument("--epochs", type=float, help="default: 10 for RTE and STS-B, 2 for SQuAD, "
+    p.add_argument("--seed", setting="finetune.seed",
+                   type=NON_NEGATIVE, help="first seed (default 1)")
+    p.add_argument("--epochs", setting="finetune.epochs",
+                   type=float, help="default: 10 for RTE and STS-B, 2 for SQuAD, "
                    "3 otherwise")
-    p.add_argument("--max-train-examples", type=POSITIVE, help="train on the first K examples")
-    p.add_argument("--lr", type=float,
+    p.add_argument("--max-train-examples", setting="finetune.max_train_examples",
+                   type=POSITIVE, help="train on the first K examples")
+    p.add_argument("--lr", setting="finetune.lr", type=float,
                    help=f"default by size: {per_size(finetune_defaults, 0)} (Table 5.2)")
-    p.add_argument("--layerwise-decay", type=float,
+    p.add_argument("--layerwise-decay", setting="finetune.layerwise_decay", type=float,
                    help=f"default by size: {per_size(finetune_defaults, 1)}")
-    p.add_argument("--lr-decay-style", choices=["dissertation", "official"],
+    p.add_argument("--lr-decay-style", setting="finetune.lr_decay_style",
+                   choices=["dissertation", "official"],
                    help="layer depths as the dissertation defines them (head = layer 0; the "
                    "default) or as the official code (an extra pooler slot); see "
                    "electra.finetune.optim")
-    p.add_argument("--size", choices=SIZES,
+    p.add_argument("--size", setting="finetune.size", choices=SIZES,
                    help="model size for the defaults (default: from the hidden size)")
-    p.add_argument("--batch-size", type=POSITIVE, help="examples per optimizer step (default 32)")
-    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step, each "
+    p.add_argument("--batch-size", setting="finetune.batch_size",
+                   type=POSITIVE, help="examples per optimizer step (default 32)")
+    p.add_argument("--grad-accum", setting="finetune.grad_accum",
+                   type=POSITIVE, help="micro-batches per optimizer step, each "
                    "batch-size / grad-accum examples: the same training in less memory "
                    "(default 1)")
-    p.add_argument("--save-every", type=NON_NEGATIVE, help="steps between checkpoints of a seed's "
+    p.add_argument("--save-every", setting="finetune.save_every",
+                   type=NON_NEGATIVE, help="steps between checkpoints of a seed's "
                    "training, which the same command run again continues from (default 1000; "
                    "0: only on SIGTERM/SIGUSR1)")
-    p.add_argument("--no-length-sort", action="store_true", help="training batches in plain "
+    p.add_argument("--no-length-sort", setting="finetune.length_sorted",
+                   action="store_true", help="training batches in plain "
                    "random order (default: grouped by length, less padding)")
-    p.add_argument("--warmup-fraction", type=float, help="default 0.1")
-    p.add_argument("--weight-decay", type=float, help="default 0.0")
-    p.add_argument("--save-all-seeds", action="store_true",
+    p.add_argument("--warmup-fraction", setting="finetune.warmup_fraction",
+                   type=float, help="default 0.1")
+    p.add_argument("--weight-decay", setting="finetune.weight_decay",
+                   type=float, help="default 0.0")
+    p.add_argument("--save-all-seeds", setting="finetune.save_all_seeds", action="store_true",
                    help="keep every seed's model (default: only the best, OUT/model)")
     p.add_argument("--glue-tasks", help="with --task glue: comma-separated subset")
     p.add_argument("--text-a", help="user task: column/field of the first text")
@@ -141,9 +155,9 @@ def _add_finetune_flags(p, train: bool) -> None:
                    help="SQuAD: tokens between windows (default 128)")
     p.add_argument("--max-query-len", type=POSITIVE,
                    help="SQuAD: question tokens kept (default 64)")
-    p.add_argument("--log-every", type=POSITIVE,
+    p.add_argument("--log-every", setting="finetune.log_every", type=POSITIVE,
                    help="steps between lines of OUT/seed<k>/metrics.jsonl (default 10)")
-    add_report_flags(p, "OUT/tensorboard/seed<k>/")
+    add_report_flags(p, "OUT/tensorboard/seed<k>/", section="finetune")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "finetune.warmup_fraction=0.06")
 
@@ -155,20 +169,11 @@ def _finetune_settings(args, train: bool):
     from electra.settings import resolve
 
     settings = FinetuneSettings()
-    flags = {name: getattr(args, name) for name in ("eval_batch_size", "device",
-                                                     "max_eval_examples", "max_seq_len")}
-    flags["precision"] = args.precision
+    flags = args.declared.from_args(args)
     if not train:
-        return settings, resolve({"finetune": settings}, None, {"finetune": flags}, [])
-    flags.update({name: getattr(args, name) for name in (
-        "seeds", "seed", "epochs", "max_train_examples", "lr", "layerwise_decay",
-        "lr_decay_style", "size", "batch_size", "warmup_fraction", "weight_decay", "log_every",
-        "grad_accum", "save_every")})
-    flags.update(save_all_seeds=args.save_all_seeds or None,
-                 tensorboard=args.tensorboard or None,
-                 report_to=list(args.report_to) or None,
-                 length_sorted=False if args.no_length_sort else None)
-    return settings, resolve({"finetune": settings}, args.config, {"finetune": flags}, args.set)
+        return settings, resolve({"finetune": settings}, None, flags, [])
+    return settings, resolve({"finetune": settings}, args.config, flags, args.set,
+                             flag_names=args.declared.flag_names)
 
 
 def _user_options(args) -> dict:

@@ -48,42 +48,55 @@ def add_parsers(sub) -> None:
                    "multi-multi, single-multi, single-multi-single-multi, ... (default multi)")
     p.add_argument("--teachers", help="comma-separated fine-tuned model directories the first "
                    "stage distils from, matched to tasks by the task each recorded")
-    p.add_argument("--teacher-annealing", help="on: lambda linear 0 -> 1 "
+    p.add_argument("--teacher-annealing", setting="multitask.teacher_annealing",
+                   help="on: lambda linear 0 -> 1 "
                    "(default); off: lambda = 0 (pure distillation); or a fixed lambda")
-    p.add_argument("--no-task-sampling", action="store_true", help="every example once per "
+    p.add_argument("--no-task-sampling", setting="multitask.task_sampling",
+                   action="store_true", help="every example once per "
                    "epoch, shuffled together (default: sample tasks proportional to |D|^0.75)")
-    p.add_argument("--sampling-exponent", type=float, help="default 0.75")
-    p.add_argument("--seeds", type=POSITIVE, help="default 1")
-    p.add_argument("--seed", type=NON_NEGATIVE, help="first seed (default 1)")
-    p.add_argument("--epochs", type=float, help="multi-task epochs (default 6)")
-    p.add_argument("--batch-size", type=POSITIVE, help="multi-task batch (default 128)")
-    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step, in every "
+    p.add_argument("--sampling-exponent", setting="multitask.sampling_exponent",
+                   type=float, help="default 0.75")
+    p.add_argument("--seeds", setting="multitask.seeds", type=POSITIVE, help="default 1")
+    p.add_argument("--seed", setting="multitask.seed",
+                   type=NON_NEGATIVE, help="first seed (default 1)")
+    p.add_argument("--epochs", setting="multitask.epochs",
+                   type=float, help="multi-task epochs (default 6)")
+    p.add_argument("--batch-size", setting="multitask.batch_size",
+                   type=POSITIVE, help="multi-task batch (default 128)")
+    p.add_argument("--grad-accum", setting="multitask.grad_accum",
+                   type=POSITIVE, help="micro-batches per optimizer step, in every "
                    "stage (default 1; the batch sizes stay the examples per step)")
-    p.add_argument("--save-every", type=NON_NEGATIVE, help="steps between checkpoints of a seed's "
+    p.add_argument("--save-every", setting="multitask.save_every",
+                   type=NON_NEGATIVE, help="steps between checkpoints of a seed's "
                    "training; the same command run again continues (default 1000; 0: only on "
                    "SIGTERM/SIGUSR1)")
-    p.add_argument("--lr", type=float, help=f"multi-task lr; default by size: "
+    p.add_argument("--lr", setting="multitask.lr",
+                   type=float, help=f"multi-task lr; default by size: "
                    f"{per_size(multitask_defaults, 0)}")
-    p.add_argument("--layerwise-decay", type=float, help=f"multi-task layer-wise LR decay; "
+    p.add_argument("--layerwise-decay", setting="multitask.layerwise_decay",
+                   type=float, help=f"multi-task layer-wise LR decay; "
                    f"default by size: {per_size(multitask_defaults, 1)}")
     p.add_argument("--single-epochs", type=float, help="Single stages: default finetune's")
     p.add_argument("--single-batch-size", type=POSITIVE, help="Single stages: default 32")
     p.add_argument("--single-lr", type=float, help="Single stages: default finetune's")
-    p.add_argument("--size", choices=SIZES)
-    p.add_argument("--max-train-examples", type=POSITIVE, help="the first K examples of each task")
-    p.add_argument("--max-eval-examples", type=POSITIVE)
-    p.add_argument("--max-seq-len", type=POSITIVE)
-    p.add_argument("--eval-batch-size", type=POSITIVE, help="default 128")
-    p.add_argument("--length-sort", action="store_true", help="group training batches by "
+    p.add_argument("--size", setting="multitask.size", choices=SIZES)
+    p.add_argument("--max-train-examples", setting="multitask.max_train_examples",
+                   type=POSITIVE, help="the first K examples of each task")
+    p.add_argument("--max-eval-examples", setting="multitask.max_eval_examples", type=POSITIVE)
+    p.add_argument("--max-seq-len", setting="multitask.max_seq_len", type=POSITIVE)
+    p.add_argument("--eval-batch-size", setting="multitask.eval_batch_size",
+                   type=POSITIVE, help="default 128")
+    p.add_argument("--length-sort", setting="multitask.length_sorted",
+                   action="store_true", help="group training batches by "
                    "length (faster; but tasks with long inputs then get batches of their own)")
     p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
                    "multitask output directories (paired bootstrap, Holm-Bonferroni)")
     p.add_argument("--bootstrap-samples", type=POSITIVE, default=1000)
-    add_precision_flags(p)
-    add_device_flag(p, default=None)
-    p.add_argument("--save-all-seeds", action="store_true")
-    p.add_argument("--log-every", type=POSITIVE, help="default 10")
-    add_report_flags(p, "each stage's tensorboard/seed<k>/")
+    add_precision_flags(p, setting="multitask.precision")
+    add_device_flag(p, default=None, setting="multitask.device")
+    p.add_argument("--save-all-seeds", setting="multitask.save_all_seeds", action="store_true")
+    p.add_argument("--log-every", setting="multitask.log_every", type=POSITIVE, help="default 10")
+    add_report_flags(p, "each stage's tensorboard/seed<k>/", section="multitask")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     add_settings_flags(p, SECTIONS, "multitask.sampling_exponent=1.0")
     p.runs(run_multitask, show_json)
@@ -108,15 +121,8 @@ def run_multitask(args) -> dict:
     from electra.settings import resolve
 
     settings = MultitaskSettings()
-    flags = {name: getattr(args, name) for name in (
-        "seeds", "seed", "epochs", "batch_size", "lr", "layerwise_decay", "size",
-        "max_train_examples", "max_eval_examples", "max_seq_len", "eval_batch_size", "device",
-        "log_every", "sampling_exponent", "teacher_annealing", "grad_accum", "save_every")}
-    flags.update(length_sorted=args.length_sort or None, precision=args.precision,
-                 save_all_seeds=args.save_all_seeds or None,
-                 task_sampling=False if args.no_task_sampling else None,
-                 tensorboard=args.tensorboard or None, report_to=list(args.report_to) or None)
-    sources = resolve({"multitask": settings}, args.config, {"multitask": flags}, args.set)
+    sources = resolve({"multitask": settings}, args.config, args.declared.from_args(args),
+                      args.set, flag_names=args.declared.flag_names)
     baselines = {name: load_task_results(d) for name, d in parse_compare(args.compare).items()}
     teachers = [t for t in (args.teachers or "").split(",") if t]
     single = SingleOverrides(lr=args.single_lr, epochs=args.single_epochs,

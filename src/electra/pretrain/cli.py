@@ -61,7 +61,7 @@ def _add_pretrain(sub) -> None:
                    "(ElectraForMaskedLM or BertForMaskedLM) to continue, a folder or a Hub id; "
                    "default: the run's own generator/, else a new one at the preset's width")
     add_revision_flag(p, "--init-from")
-    p.add_argument("--objective", choices=OBJECTIVE_NAMES,
+    p.add_argument("--objective", choices=OBJECTIVE_NAMES, setting="objective.name",
                    help="pre-training objective (default: electra); other objective settings "
                    "via --set objective.KEY=VALUE (generator, sharing, algorithm, ...)")
     p.add_argument("--data", type=path,
@@ -70,43 +70,55 @@ def _add_pretrain(sub) -> None:
                    required=True, help="the run's folder: settings.json, run.json, "
                    "metrics.jsonl, checkpoints/, final/ (a new folder, or this run's with "
                    "--resume)")
-    p.add_argument("--steps", type=POSITIVE, help="optimizer steps (default: the preset's); or "
+    p.add_argument("--steps", type=POSITIVE, setting="train.steps",
+                   help="optimizer steps (default: the preset's); or "
                    "give a budget instead")
-    p.add_argument("--budget", metavar="DURATION", help="train for this long, set-up to "
+    p.add_argument("--budget", metavar="DURATION", setting="train.budget_seconds",
+                   help="train for this long, set-up to "
                    "export included: 90s, 45m, 2h, 1h30m. The run times its first steps, plans "
                    "the steps that fit, and ends its learning-rate schedule at the last one; a "
                    "resumed run counts the time already spent (docs/pretraining.md)")
-    p.add_argument("--budget-flops", metavar="FLOPS", help="train for the steps these training "
+    p.add_argument("--budget-flops", metavar="FLOPS", setting="train.budget_flops",
+                   help="train for the steps these training "
                    "FLOPs buy, counted as `electra flops` counts them, e.g. 1e16")
-    p.add_argument("--batch-size", type=POSITIVE, help="examples per optimizer step, all "
+    p.add_argument("--batch-size", type=POSITIVE, setting="train.batch_size",
+                   help="examples per optimizer step, all "
                    f"processes (default: the preset's; tiny {_TINY.batch_size})")
-    p.add_argument("--grad-accum", type=POSITIVE, help="micro-batches per optimizer step "
+    p.add_argument("--grad-accum", type=POSITIVE, setting="train.grad_accum",
+                   help="micro-batches per optimizer step "
                    f"(default {_TRAIN.grad_accum})")
-    p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's; tiny "
+    p.add_argument("--lr", type=float, setting="train.learning_rate",
+                   help=f"peak learning rate (default: the preset's; tiny "
                    f"{_TINY.learning_rate:g})")
-    p.add_argument("--warmup-steps", type=NON_NEGATIVE, help="linear warm-up to the peak "
+    p.add_argument("--warmup-steps", type=NON_NEGATIVE, setting="train.warmup_steps",
+                   help="linear warm-up to the peak "
                    f"(default: the preset's; tiny {_TINY.warmup_steps})")
-    p.add_argument("--seed", type=NON_NEGATIVE, help=f"default {_TRAIN.seed}")
-    add_precision_flags(p)
-    p.add_argument("--skip-nonfinite", action="store_true", help="skip a step whose loss or "
+    p.add_argument("--seed", type=NON_NEGATIVE, setting="train.seed",
+                   help=f"default {_TRAIN.seed}")
+    add_precision_flags(p, setting="train.precision")
+    p.add_argument("--skip-nonfinite", action="store_true", setting="train.skip_nonfinite",
+                   help="skip a step whose loss or "
                    "gradient is NaN/inf (no update; the schedule advances; counted as "
                    "skipped_nonfinite in the metrics) instead of stopping with an error")
-    p.add_argument("--compile", action="store_true", help="torch.compile the Transformer "
+    p.add_argument("--compile", action="store_true", setting="train.compile",
+                   help="torch.compile the Transformer "
                    "layers (train.compile; opt-in: compiling takes minutes, and needs a C++ "
                    "compiler on CPU)")
-    p.add_argument("--compile-step", action="store_true", help="compile the whole step "
+    p.add_argument("--compile-step", action="store_true", setting="train.compile_step",
+                   help="compile the whole step "
                    "(forward, backward, clipping, AdamW) as one graph, replayed as a CUDA graph "
                    "on CUDA (train.compile_step; compiles once per run; one process, torch >= "
                    "2.11, not fp16; opt-in: 0.88-0.90x the eager step on a CPU, not yet timed "
                    "on a GPU, docs/speed.md)")
-    p.add_argument("--log-every", type=POSITIVE, help="steps between lines of "
-                   f"OUT/metrics.jsonl (default {_TRAIN.log_every})")
-    p.add_argument("--eval-every", type=NON_NEGATIVE,
+    p.add_argument("--log-every", type=POSITIVE, setting="train.log_every",
+                   help=f"steps between lines of OUT/metrics.jsonl (default {_TRAIN.log_every})")
+    p.add_argument("--eval-every", type=NON_NEGATIVE, setting="train.eval_every",
                    help="steps between held-out probes (fixed-corruption discriminator AUCs; "
                         "default: 4 per run, 0: none; needs a held-out split)")
-    p.add_argument("--save-every", type=NON_NEGATIVE, help="steps between checkpoints "
+    p.add_argument("--save-every", type=NON_NEGATIVE, setting="train.save_every",
+                   help="steps between checkpoints "
                    f"(default {_TRAIN.save_every}; the newest {_TRAIN.keep_checkpoints} are kept)")
-    p.add_argument("--keep-every", type=NON_NEGATIVE, metavar="K",
+    p.add_argument("--keep-every", type=NON_NEGATIVE, metavar="K", setting="train.keep_every",
                    help="also keep every checkpoint whose step is a multiple of K "
                    "(train.keep_every; default 0: only the train.keep_checkpoints newest), e.g. "
                    "for a learning curve")
@@ -125,16 +137,11 @@ def _add_pretrain(sub) -> None:
     p.runs(run_pretrain, _show_pretrain)
 
 
-# Flags that set a field of another name, for messages that name the flag.
-FLAG_NAMES = {"train.learning_rate": "--lr", "objective.name": "--objective",
-              "train.budget_seconds": "--budget", "train.budget_flops": "--budget-flops"}
-
-
 def resolve_pretrain_settings(args, preset: str | None):
     """The run's configuration on `preset` (default tiny) and where each value came from
     (`electra.settings`: preset, --config, flags, --set)."""
     from electra.config import PretrainConfig
-    from electra.settings import CLEAR, Sources, apply_preset, config_preset, resolve
+    from electra.settings import Sources, apply_preset, config_preset, resolve
 
     named = args.preset or config_preset(args.config)
     cfg = PretrainConfig.from_preset(named or preset or "tiny")
@@ -143,27 +150,27 @@ def resolve_pretrain_settings(args, preset: str | None):
     if named:
         apply_preset(sections, sources, f"--preset {named}" if args.preset
                      else f"{args.config}: preset")
-    train: dict = {"steps": args.steps, "batch_size": args.batch_size,
-                   "grad_accum": args.grad_accum, "learning_rate": args.lr,
-                   "warmup_steps": args.warmup_steps, "seed": args.seed,
-                   "log_every": args.log_every, "save_every": args.save_every,
-                   "keep_every": args.keep_every,
-                   "eval_every": args.eval_every, "precision": args.precision,
-                   "skip_nonfinite": args.skip_nonfinite or None,
-                   "compile": args.compile or None, "compile_step": args.compile_step or None}
-    if args.budget:  # one budget: a --config's other budget or steps no longer apply
-        from electra.pretrain.budget import parse_duration
-
-        train.update(budget_seconds=parse_duration(args.budget), budget_flops=CLEAR)
-    elif args.budget_flops:
-        from electra.pretrain.budget import parse_flops
-
-        train.update(budget_flops=parse_flops(args.budget_flops), budget_seconds=CLEAR)
-    elif args.steps is not None:
-        train.update(budget_seconds=CLEAR, budget_flops=CLEAR)
-    resolve(sections, args.config, {"train": train, "objective": {"name": args.objective}},
-            args.set, sources, preset=True, flag_names=FLAG_NAMES)
+    flags = args.declared.from_args(args)
+    flags["train"].update(budget_settings(args))
+    resolve(sections, args.config, flags, args.set, sources, preset=True,
+            flag_names=args.declared.flag_names)
     return cfg, sources
+
+
+def budget_settings(args) -> dict:
+    """`--budget` and `--budget-flops` as their train settings (seconds, FLOPs). A budget given
+    clears a --config's other budget, --steps both (`electra.settings.one_length`); a budget
+    leaves train.steps as it is."""
+    from electra.pretrain.budget import parse_duration, parse_flops
+    from electra.settings import one_length
+
+    train = {"budget_seconds": parse_duration(args.budget) if args.budget else None,
+             "budget_flops": parse_flops(args.budget_flops) if args.budget_flops else None}
+    given = ("budget_seconds" if args.budget else "budget_flops" if args.budget_flops
+             else "steps" if args.steps is not None else None)
+    one_length(train, given, ("steps", "budget_seconds", "budget_flops"))
+    train.pop("steps", None)  # --steps itself is a declared setting
+    return train
 
 
 def build_pretrain_config(args):
@@ -252,15 +259,18 @@ def _add_flops(sub) -> None:
                        "objective's own accounting (the count `electra pretrain` logs). "
                        "`--config OUT/settings.json` counts a run's configuration.")
     p.add_argument("--preset", choices=PRESET_NAMES, help="default small")
-    p.add_argument("--objective", choices=OBJECTIVE_NAMES, help="default electra")
-    p.add_argument("--steps", type=POSITIVE, help="default: the preset's (Table 5.1; BERT's step "
-                   "count for mlm)")
-    p.add_argument("--batch-size", type=POSITIVE)
+    p.add_argument("--objective", choices=OBJECTIVE_NAMES, setting="objective.name",
+                   help="default electra")
+    p.add_argument("--steps", type=POSITIVE, setting="train.steps", help="default: the "
+                   "preset's (Table 5.1; BERT's step count for mlm)")
+    p.add_argument("--batch-size", type=POSITIVE, setting="train.batch_size")
     p.add_argument("--seq-len", type=POSITIVE, help="default: the preset's")
-    p.add_argument("--vocab-size", type=POSITIVE, help="default 30522 (BERT's)")
+    p.add_argument("--vocab-size", type=POSITIVE, setting="model.vocab_size",
+                   help="default 30522 (BERT's)")
     p.add_argument("--generator-multiplier", type=float,
+                   setting="objective.generator_multiplier",
                    help="generator width / model width (default: the preset's)")
-    p.add_argument("--generator", choices=GENERATOR_KINDS,
+    p.add_argument("--generator", choices=GENERATOR_KINDS, setting="objective.generator",
                    help="generator kind (default: mlm)")
     add_settings_flags(p, SECTIONS, "objective.generator_layers=6", preset=True)
     p.runs(run_flops, show_json)
@@ -274,11 +284,7 @@ def run_flops(args) -> dict:
 
     cfg = PretrainConfig.from_preset(args.preset or config_preset(args.config) or "small")
     sources = resolve({"model": cfg.model, "objective": cfg.objective, "train": cfg.train},
-                      args.config,
-                      {"model": {"vocab_size": args.vocab_size},
-                       "objective": {"name": args.objective, "generator": args.generator,
-                                     "generator_multiplier": args.generator_multiplier},
-                       "train": {"steps": args.steps, "batch_size": args.batch_size}},
-                      args.set, Sources(), preset=True, flag_names=FLAG_NAMES)
+                      args.config, args.declared.from_args(args), args.set, Sources(),
+                      preset=True, flag_names=args.declared.flag_names)
     steps = cfg.train.steps if sources.of("train.steps").kind != "default" else None
     return flops_report(cfg, args.seq_len, steps)

@@ -23,15 +23,21 @@ _report_to.comma_list = True  # the Python API joins a list of names with commas
 _report_to.annotation = str | list[str]
 
 
-def add_report_flags(p: argparse.ArgumentParser, tensorboard_dir: str = "OUT/tensorboard/"
-                     ) -> None:
-    """`--report-to` and its shorthand `--tensorboard`; `report_targets(args)` reads both."""
+def add_report_flags(p: argparse.ArgumentParser, tensorboard_dir: str = "OUT/tensorboard/",
+                     section: str | None = None) -> None:
+    """`--report-to` and its shorthand `--tensorboard`; `report_targets(args)` reads both, or
+    they are the fields `report_to` and `tensorboard` of settings `section`."""
+    def setting(field: str) -> str | None:
+        return f"{section}.{field}" if section else None
+
     p.add_argument("--report-to", type=_report_to, default=(), metavar="SINKS",
+                   setting=setting("report_to"),
                    help=f"also send the settings, every logged row and the final results to "
                    f"these, comma-separated: {', '.join(SINKS)} (default: none; wandb and "
                    f"mlflow need {install_hint('tracking')}; docs/pretraining.md, "
                    "experiment tracking)")
-    p.add_argument("--tensorboard", action="store_true", help=f"= --report-to tensorboard: "
+    p.add_argument("--tensorboard", action="store_true", setting=setting("tensorboard"),
+                   help=f"= --report-to tensorboard: "
                    f"event files under {tensorboard_dir} (needs: {install_hint('plot')})")
 
 
