@@ -6,7 +6,7 @@ one process, alternating step by step (the order flips every round), with the ru
 schedule (warm-up, then linear decay) so that every step has a new learning rate:
 - "eager": forward and backward module by module, `clip_grad_norm_`, torch's AdamW, the
   schedule step (the loop's `_eager_step`);
-- "compiled": `electra.pretrain.step.WholeStep` compiled by inductor (`train.compile_step`).
+- "compiled": `electra.pretraining.step.WholeStep` compiled by inductor (`train.compile_step`).
 
 The compiled side's first call (tracing and compiling) is timed apart, as "compile_s"; each
 side's first `--warmup` steps after it are not timed. "compilations" counts the graphs dynamo
@@ -42,8 +42,8 @@ from benchmarks.pretrain_throughput import (
 )
 from electra.device import cpu_name, resolve_device, to_device
 from electra.model.encoder import known_padding, mask_has_padding
-from electra.pretrain.loop import _window_values
-from electra.pretrain.step import WholeStep
+from electra.pretraining.loop import _window_values
+from electra.pretraining.step import WholeStep
 from electra.runtime.optim import lr_multiplier
 
 VOCAB = {"tiny-local": 8192, "tiny-modern": 8192, "tiny": 8192}  # the demo's; others BERT's

@@ -19,7 +19,7 @@ from electra.config import PretrainConfig
 from electra.data.prepare import prepare_corpus
 from electra.data.vocab import train_vocab
 from electra.objectives import objective_step_flops
-from electra.pretrain.loop import pretrain
+from electra.pretraining.loop import pretrain
 
 SEQ_LEN = 128
 CORPUS = ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens",

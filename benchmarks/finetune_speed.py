@@ -44,12 +44,12 @@ import torch
 from benchmarks.shared_data import SHARED
 from electra.config import PretrainConfig
 from electra.data.vocab import train_vocab
-from electra.finetune.data import feature_lengths, padded_tokens, train_batches
-from electra.finetune.evaluation import predict_examples
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.optim import build_optimizer
-from electra.finetune.settings import FinetuneSettings
-from electra.finetune.training import train_step
+from electra.finetuning.data import feature_lengths, padded_tokens, train_batches
+from electra.finetuning.evaluation import predict_examples
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.optim import build_optimizer
+from electra.finetuning.settings import FinetuneSettings
+from electra.finetuning.training import train_step
 from electra.model.encoder import Encoder, init_weights
 from electra.runtime.skeleton import StepLoop, Update
 from electra.runtime.speed import configure_process_for_speed

@@ -5,7 +5,7 @@ recorded with its error and the next one runs, so one run returns all it can):
 1. throughput: our pre-training step against the `transformers` recipe (the code of
    `benchmarks.pretrain_throughput --device cuda --compile --compile-step --peers`),
    ELECTRA-Small and -Base at lengths 128 and 512, bf16: ours eager, with compiled layers and as
-   one whole-step CUDA graph (`electra.pretrain.step.WholeStep`), the reference, and transformers'
+   one whole-step CUDA graph (`electra.pretraining.step.WholeStep`), the reference, and transformers'
    BERT-Base and ModernBERT-base masked LMs at the same tokens per step; tokens/s, sequences/s,
    MFU in both conventions, peak memory, GPU-busy share and kernels per step (profiled), ratios
    of our sides to the others, and the bf16 matmul ceiling at the step's own shapes;

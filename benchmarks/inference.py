@@ -37,8 +37,8 @@ from benchmarks.finetune_speed import SHARED, VOCAB_CORPUS
 from electra.cli import main as electra
 from electra.config import PretrainConfig
 from electra.data.vocab import train_vocab
-from electra.export.onnx import export_onnx
-from electra.export.serving import INPUT_NAMES, load_served, tokenized_batch
+from electra.exporting.onnx import export_onnx
+from electra.exporting.serving import INPUT_NAMES, load_served, tokenized_batch
 from electra.fileutil import write_atomic
 from electra.model.encoder import init_weights
 from electra.model.hf import save_pretrained

@@ -27,7 +27,7 @@ With `--device cuda` (bf16 autocast by default) each preset and length is timed 
 one after the other on the same GPU (so each side's peak memory is its own). The sides: "ours"
 (our eager step), "ref" (the recipe above, when `transformers` is installed), "ours_compiled"
 (every layer under torch.compile, `--compile`), "ours_step" (the whole step, forward to AdamW,
-as one compiled graph replayed as a CUDA graph: `electra.pretrain.step.WholeStep`,
+as one compiled graph replayed as a CUDA graph: `electra.pretraining.step.WholeStep`,
 `--compile-step`), and with `--peers` transformers' BERT-Base ("bert_mlm") and ModernBERT-base
 ("modernbert_mlm") masked LMs at the same tokens per step. Each side reports tokens/s,
 sequences/s, peak memory, model FLOPs utilisation in two conventions (training FLOPs per second
@@ -73,8 +73,8 @@ from electra.objectives import build_objective, metrics_from_counts, objective_s
 from electra.objectives.electra import ElectraObjective
 from electra.objectives.generators import generator_config
 from electra.objectives.masking import SpecialIds, max_predictions
-from electra.pretrain.loop import _window_values
-from electra.pretrain.step import WholeStep
+from electra.pretraining.loop import _window_values
+from electra.pretraining.step import WholeStep
 from electra.runtime.optim import adamw_impl
 from electra.runtime.speed import configure_process_for_speed
 
@@ -762,7 +762,7 @@ def device_settings(args: argparse.Namespace, sides: list[str]) -> dict:
     }
     if "ours_step" in sides:
         settings["ours_step"] = (
-            "our objective through electra.pretrain.step.WholeStep: forward, backward "
+            "our objective through electra.pretraining.step.WholeStep: forward, backward "
             "(torch.autograd.grad), clipping at 1.0 and AdamW guarded on the device as one "
             "function; torch.compile(fullgraph=True, mode='reduce-overhead') on CUDA (one CUDA "
             "graph per step), eager elsewhere (its 'compiled' says which)")
@@ -873,7 +873,7 @@ def main() -> None:
     ap.add_argument("--compile-step", action="store_true",
                     help="CUDA: also time our whole step (forward, backward, clipping, AdamW) "
                     "as one compiled function replayed as a CUDA graph (ours_step, "
-                    "electra.pretrain.step.WholeStep)")
+                    "electra.pretraining.step.WholeStep)")
     ap.add_argument("--peers", action="store_true",
                     help="CUDA: also time transformers' BERT-Base and ModernBERT-base masked "
                     "LMs at the same tokens per step (bert_mlm, modernbert_mlm)")

@@ -2,7 +2,7 @@
 
 Trains a replaced-token detector on unigram-sampled fakes (only context separates them from
 real tokens) for a few hundred steps, and reports on the fixed held-out probe
-(`electra.pretrain.heldout`) the AUC, plus for the transformer the token-vector cosine per layer
+(`electra.pretraining.heldout`) the AUC, plus for the transformer the token-vector cosine per layer
 and the norms of layer 1's attention and FFN outputs against its input. Two models:
 
 - `window`: embeddings of (previous, token, next), LayerNorm, one GELU MLP; no attention;
@@ -35,8 +35,8 @@ from electra.model.networks import Discriminator
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import gumbel_sample, select_positions
-from electra.pretrain.heldout import build_fixed_corruptions, mean_token_cosine
-from electra.pretrain.loop import special_ids_for
+from electra.pretraining.heldout import build_fixed_corruptions, mean_token_cosine
+from electra.pretraining.loop import special_ids_for
 from electra.runtime.optim import lr_multiplier
 
 

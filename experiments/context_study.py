@@ -2,7 +2,7 @@
 (docs/experiments/collapse.md).
 
 Every variant pre-trains `tiny` on the demo's Wikipedia text (or --corpus) and is scored by
-the held-out probes of `electra.pretrain.heldout`: the discriminator's AUC on *fixed* unigram-
+the held-out probes of `electra.pretraining.heldout`: the discriminator's AUC on *fixed* unigram-
 sampled replacements (only context can tell them apart) and uniform ones. Beside them, a
 count-based detector with no learning: bigram PMI from the training split's counts, on the same
 probe. Runs are cached per variant under WORK/runs/NAME and resumed when interrupted; the
@@ -31,8 +31,8 @@ from sklearn.metrics import roc_auc_score
 from electra.config import PRESETS, PretrainConfig
 from electra.data.dataset import PretrainingDataset
 from electra.objectives import objective_step_flops
-from electra.pretrain.heldout import build_fixed_corruptions
-from electra.pretrain.loop import pretrain, special_ids_for
+from electra.pretraining.heldout import build_fixed_corruptions
+from electra.pretraining.loop import pretrain, special_ids_for
 from electra.settings import resolve
 from experiments.common import LADDER, LADDER_LABELS
 

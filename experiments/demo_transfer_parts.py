@@ -26,8 +26,8 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from electra.demo.check import CHECK_DATA, CHECKS, CheckSettings, find_check_data
-from electra.finetune.baseline import random_init
-from electra.finetune.run import finetune
+from electra.finetuning.baseline import random_init
+from electra.finetuning.run import finetune
 
 EMBEDDINGS = "electra.embeddings."
 TOP_LAYER = re.compile(r"electra\.layers\.(\d+)\.")

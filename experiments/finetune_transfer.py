@@ -3,7 +3,7 @@
 CoLA, SST-2 and RTE.
 
 Each task is fine-tuned `--seeds` times from each starting point with the recipe of Table 5.2
-through the library's `electra.finetune.run.finetune` (linear head on [CLS], lr 3e-4 with
+through the library's `electra.finetuning.run.finetune` (linear head on [CLS], lr 3e-4 with
 layer-wise decay 0.8 (the Small values, which `tiny` uses; `--layerwise-decay 1.0` switches the
 decay off), warm-up 10%, batch 32, 3 epochs or 10 for RTE); the score is the median over
 seeds (dissertation section 5.2.4), with mean and standard deviation beside it. The random
@@ -42,12 +42,12 @@ import torch
 from benchmarks.shared_data import SHARED
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file, write_atomic
-from electra.finetune.baseline import CONFIG_FILES, random_init
-from electra.finetune.evaluation import primary_key
-from electra.finetune.model_io import check_model_dir
-from electra.finetune.resume import discard_progress
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.baseline import CONFIG_FILES, random_init
+from electra.finetuning.evaluation import primary_key
+from electra.finetuning.model_io import check_model_dir
+from electra.finetuning.resume import discard_progress
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
 from electra.tasks import get_task
 from experiments.common import run_main
 

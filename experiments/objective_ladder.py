@@ -6,7 +6,7 @@ Every objective gets the same training-FLOP budget: the budget is `--electra-ste
 ELECTRA (tiny, generator 1/2, batch 32 x 128), and each other objective trains for as many steps
 as that buys at its own per-step cost (`electra.objectives.objective_step_flops`), so MLM trains
 for more steps than ELECTRA, as BERT does in Table 5.1. Each pre-trained encoder is then
-fine-tuned on CoLA, SST-2 and RTE with the Table 5.2 recipe (`electra.finetune.run.finetune`,
+fine-tuned on CoLA, SST-2 and RTE with the Table 5.2 recipe (`electra.finetuning.run.finetune`,
 `--seeds` seeds, median as in section 5.2.4).
 
 Work is cached under WORK (vocabulary, prepared data, each pre-training run, each fine-tuning),
@@ -55,10 +55,10 @@ from benchmarks.equal_budget import (
 )
 from benchmarks.shared_data import SHARED
 from electra.errors import ElectraError
-from electra.finetune.baseline import random_init
-from electra.finetune.evaluation import primary_key
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.baseline import random_init
+from electra.finetuning.evaluation import primary_key
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
 from electra.runtime.plot import plot
 from electra.tasks import get_task
 from experiments.common import LADDER, LADDER_LABELS, PAPER_TABLE_5_7

@@ -34,8 +34,8 @@ from pathlib import Path
 from benchmarks.shared_data import SHARED
 from electra.demo.check import CHECKS, CheckSettings
 from electra.fileutil import write_atomic
-from electra.finetune.baseline import random_init
-from electra.finetune.run import finetune
+from electra.finetuning.baseline import random_init
+from electra.finetuning.run import finetune
 from electra.tasks.document_split import split_documents
 from experiments import context_study
 from experiments.common import run_main, seeds_cell
@@ -208,8 +208,8 @@ def layer_cosines(work: Path, model: Path, cache: Path) -> list[float]:
     import torch
 
     from electra.data.dataset import PretrainingDataset
-    from electra.finetune.model_io import load_source
-    from electra.pretrain.heldout import mean_token_cosine
+    from electra.finetuning.model_io import load_source
+    from electra.pretraining.heldout import mean_token_cosine
 
     batch = PretrainingDataset(work / "pretrain" / "data", "heldout").get_batch(list(range(32)))
     ids, mask = batch["input_ids"], batch["attention_mask"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from electra.config import ModelConfig
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.model_io import save_finetuned
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.model_io import save_finetuned
 from electra.model.encoder import Encoder, init_weights
 from electra.tasks import get_task
 

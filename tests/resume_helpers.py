@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.pretrain import loop as loop_mod
+from electra.pretraining import loop as loop_mod
 
 
 def interrupted_and_resumed(run: Callable[..., Path], out: Path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -47,43 +48,74 @@ def test_importing_the_commands_imports_no_torch():
                     "callable": [True] * 3, "same": [True, True], "takes": [True] * 3}
 
 
-def test_the_command_packages_are_packages_and_commands_whatever_was_imported_first():
-    """`electra.pretrain`, `.finetune` and `.export` are subpackages that run their command
-    when called: every import form reaches their modules, and the name is one object."""
+def test_the_command_code_lives_in_plain_packages_and_old_paths_are_refused_in_one_line():
+    """`electra.pretrain` is the function; its code is the plain package `electra.pretraining`
+    (and `electra.finetuning`, `electra.exporting`); an old import path names the new one."""
     seen = fresh_python(
-        "import json\n"
-        "import electra.pretrain.loop\n"
-        "import electra.finetune.predict as predict\n"
-        "from electra.export import serving\n"
+        "import json, types\n"
+        "import electra.pretraining.loop\n"
+        "import electra.finetuning.predict as predict\n"
+        "from electra.exporting import serving\n"
         "from electra import export, finetune, pretrain\n"
         "import electra.api\n"
+        "try:\n"
+        "    import electra.finetune.predict\n"
+        "    refused = None\n"
+        "except ModuleNotFoundError as e:\n"
+        "    refused = str(e)\n"
         "print(json.dumps({\n"
-        "    'modules': [electra.pretrain.loop.__name__, predict.__name__, serving.__name__],\n"
-        "    'same': [pretrain is electra.pretrain, export is electra.export],\n"
-        "    'runs': [p.command is getattr(electra.api, n) for p, n in\n"
-        "             ((pretrain, 'pretrain'), (finetune, 'finetune'), (export, 'export'))]}))\n")
-    assert seen == {"modules": ["electra.pretrain.loop", "electra.finetune.predict",
-                                "electra.export.serving"],
-                    "same": [True, True], "runs": [True] * 3}
+        "    'modules': [electra.pretraining.loop.__name__, predict.__name__, serving.__name__],\n"
+        "    'plain': [type(electra.pretraining) is types.ModuleType,\n"
+        "              type(electra.exporting) is types.ModuleType],\n"
+        "    'functions': [f is getattr(electra.api, f.__name__) for f in\n"
+        "                  (pretrain, finetune, export)],\n"
+        "    'refused': refused}))\n")
+    assert seen == {"modules": ["electra.pretraining.loop", "electra.finetuning.predict",
+                                "electra.exporting.serving"],
+                    "plain": [True, True], "functions": [True] * 3,
+                    "refused": "electra.finetune is now electra.finetuning (electra.finetune is "
+                               "the command's function)"}
+
+
+def test_every_command_is_a_function_with_typed_keywords():
+    """`electra.api` has a function for each `electra` command, its keywords typed from the
+    options' declarations (`electra.command`)."""
+    from typing import Literal
+
+    commands = build_parser().subcommand_parsers
+    assert sorted(COMMANDS[f].name for f in electra.api.FUNCTIONS) == sorted(commands)
+    assert set(electra.api.FUNCTIONS) <= set(electra.api.__all__)
+    pretrain = inspect.signature(electra.api.pretrain).parameters
+    assert pretrain["steps"].annotation == int | None
+    assert pretrain["lr"].annotation == float | None
+    assert pretrain["quiet"].annotation is bool
+    assert pretrain["preset"].annotation == Literal[tuple(PRESETS)] | None
+    assert pretrain["data"].annotation == str | os.PathLike
+    assert pretrain["data"].default is inspect.Parameter.empty  # required
+    assert inspect.signature(electra.api.flops).parameters["seq_len"].annotation == int | None
+
+
+def test_flops_runs_as_a_function():
+    assert electra.api.flops(preset="tiny", steps=10) == json.loads(
+        subprocess.run([sys.executable, "-m", "electra.cli", "flops", "--preset", "tiny",
+                        "--steps", "10"], capture_output=True, text=True, check=True,
+                       cwd=ROOT).stdout)
 
 
 def subcommand(name: str):
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    return sub.choices[name]
+    return build_parser().subcommand_parsers[name]
 
 
-@pytest.mark.parametrize("function,command", [
-    ("train_vocab", "vocab"), ("prepare", "prepare"), ("pretrain", "pretrain"),
-    ("finetune", "finetune"), ("export", "export"), ("score", "score")])
-def test_each_function_takes_its_commands_flags(function, command):
-    """The signature and docstring come from the command's parser, so a new flag is a new
-    keyword at once; this checks they are the `electra` command's own."""
-    dests = list(dict.fromkeys(a.dest for a in subcommand(command)._actions
-                               if a.dest != "help" and not a.dest.startswith("alias_")))
+@pytest.mark.parametrize("function", sorted(COMMANDS))
+def test_each_function_takes_its_commands_flags(function):
+    """The signature and docstring come from the command's declarations, so a new flag is a
+    new keyword at once; this checks they are the `electra` command's own."""
+    command = COMMANDS[function].name
+    dests = list(subcommand(command).arguments)
     api = getattr(electra.api, function)
     assert list(inspect.signature(api).parameters) == dests
-    assert inspect.signature(getattr(electra, function)) == inspect.signature(api)
-    assert COMMANDS[function].name == command
+    if function in electra.__all__:
+        assert inspect.signature(getattr(electra, function)) == inspect.signature(api)
     documented = [line.split(" ")[0].rstrip(",:") for line in api.__doc__.splitlines()
                   if line and not line[0].isspace()]
     assert [dest for dest in documented if dest in dests] == dests
@@ -329,3 +361,34 @@ def test_help_on_the_api_works_in_a_fresh_session():
                         "print(json.dumps({'api': 'api' in dir(electra),\n"
                         "    'doc': text.count('Fine-tune a model')}))\n")
     assert seen == {"api": True, "doc": 1}
+
+
+def test_the_flags_reference_is_current_and_every_option_explains_itself():
+    """docs/flags.md is what the declarations give (`python tools/flags_doc.py` rewrites it),
+    and no option is without a help text."""
+    assert (ROOT / "docs" / "flags.md").read_text(encoding="utf-8") == \
+        electra.api.flags_reference()
+    unexplained = [f"{name} {option.flag}"
+                   for name, parser in build_parser().subcommand_parsers.items()
+                   for option in parser.options
+                   if option.kind not in ("help", "version") and not option.action.help]
+    assert unexplained == []
+
+
+def test_a_declared_setting_reaches_the_settings_with_the_flag_as_its_source():
+    """`setting=` on a declaration is all it takes: the value lands in the field, a switch left
+    off and an empty list stay unset, a `--no-X` switch sets False, and the source names the
+    flag."""
+    from electra.finetuning.cli import _finetune_settings
+
+    args = build_parser().parse_args(
+        ["finetune", "--model", "m", "--task", "CoLA", "--data", "d", "--out", "o", "--lr",
+         "2e-5", "--no-length-sort", "--report-to", "tensorboard"])
+    flags = args.declared.from_args(args)["finetune"]
+    assert (flags["lr"], flags["length_sorted"], flags["save_all_seeds"]) == (2e-5, False, None)
+    assert flags["report_to"] == ["tensorboard"] and flags["tensorboard"] is None
+    settings, sources = _finetune_settings(args, train=True)
+    assert (settings.lr, settings.length_sorted, settings.report_to) == \
+        (2e-5, False, ["tensorboard"])
+    assert sources.of("finetune.length_sorted") == ("flag", "--no-length-sort")
+    assert args.declared.flag_names["finetune.lr"] == "--lr"

@@ -18,7 +18,7 @@ from electra.config import ModelConfig
 from electra.errors import ElectraError
 from electra.model.hf import _NOT_ELECTRACONFIG_FIELDS
 from electra.model.networks import build_encoder, make_layer
-from electra.pretrain.init_from import ARCHITECTURE_FIELDS
+from electra.pretraining.init_from import ARCHITECTURE_FIELDS
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "electra"
 SIZES = {"vocab_size": 90, "embedding_size": 32, "hidden_size": 32, "num_hidden_layers": 4,

@@ -31,7 +31,7 @@ def test_a_user_task_teacher_is_found_under_its_own_name():
     import pytest as _pytest
 
     from electra.errors import ElectraError
-    from electra.finetune.predict import _restore_task
+    from electra.finetuning.predict import _restore_task
     from electra.tasks.user import UserTask
 
     info = {"task": UserTask(text_a="text", label="label", task_name="IMDB").state()}

@@ -1,4 +1,4 @@
-"""Pre-training on a budget (electra.pretrain.budget): durations and FLOPs parsed, a FLOPs
+"""Pre-training on a budget (electra.pretraining.budget): durations and FLOPs parsed, a FLOPs
 budget that buys exactly its steps, a time budget planned from the run's own step time that
 ends within it with the schedule ending at the last step, a resumed run that counts the time
 already spent, and the schedule whose end can move without a jump (electra.runtime.optim)."""
@@ -14,7 +14,7 @@ from test_gpu_path import _tiny
 
 from electra.cli import main
 from electra.errors import ElectraError
-from electra.pretrain.budget import (
+from electra.pretraining.budget import (
     BUDGET_FILE,
     TimeBudget,
     at_fractions,
@@ -23,7 +23,7 @@ from electra.pretrain.budget import (
     parse_flops,
     steps_for_flops,
 )
-from electra.pretrain.loop import pretrain
+from electra.pretraining.loop import pretrain
 from electra.runtime.optim import Schedule, lr_multiplier
 
 # ----------------------------------------------------------------------------- parsing
@@ -246,7 +246,7 @@ def test_a_resumed_run_keeps_the_precision_it_trained_in(data_dir, tmp_path):
 
 def test_settings_written_with_bf16_are_read_as_the_precision_they_meant():
     from electra.config import TrainConfig, merge
-    from electra.finetune.settings import FinetuneSettings
+    from electra.finetuning.settings import FinetuneSettings
 
     for legacy, meant in ((True, "bf16"), (False, "fp32"), (None, "auto")):
         settings = FinetuneSettings()

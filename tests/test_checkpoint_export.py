@@ -16,8 +16,8 @@ from test_train import STEPS, one_error_line, pretrain_argv, tiny_config_file
 
 from electra.cli import main
 from electra.model.hf import load_pretrained
-from electra.pretrain.checkpoint_export import export_dir, model_dir
-from electra.pretrain.init_from import find_source
+from electra.pretraining.checkpoint_export import export_dir, model_dir
+from electra.pretraining.init_from import find_source
 from electra.runtime import checkpoint
 
 KEEP_EVERY = 4

@@ -22,7 +22,7 @@ from electra.config import PretrainConfig, merge  # noqa: E402
 from electra.data.corpus import iter_documents  # noqa: E402
 from electra.data.prepare import prepare_corpus  # noqa: E402
 from electra.errors import ElectraError  # noqa: E402
-from electra.pretrain.loop import pretrain  # noqa: E402
+from electra.pretraining.loop import pretrain  # noqa: E402
 
 SOURCE = SHARED_DATA / "corpus" / "nltk" / "inaugural.jsonl.gz"
 pytestmark = pytest.mark.skipif(not SOURCE.is_file(), reason=f"needs {SOURCE}")

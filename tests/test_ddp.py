@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 from electra.cli import main
-from electra.pretrain import loop
+from electra.pretraining import loop
 
 record_dir = Path(sys.argv[1])
 real_iterate = loop.iterate_batches

@@ -386,7 +386,7 @@ def test_a_presets_objective_settings_apply_to_their_objective_only(objective):
 
 
 def test_flops_reports_the_settings_training_would_use():
-    from electra.pretrain.flops_report import flops_report
+    from electra.pretraining.flops_report import flops_report
 
     for objective, bias in (("electra", "base-rate"), ("mlm", "zero")):
         cfg = PretrainConfig.from_preset("tiny-local")

@@ -22,7 +22,7 @@ from electra.model.two_tower import TwoTowerGenerator, load_two_tower
 from electra.objectives import build_objective, metrics_from_counts, objective_step_flops
 from electra.objectives import electric as electric_mod
 from electra.objectives.electric import nce_logits
-from electra.pretrain.loop import pretrain
+from electra.pretraining.loop import pretrain
 
 make_batch = functools.partial(_make_batch, batch=3, seq=20, sentence_pair=False)
 

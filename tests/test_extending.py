@@ -22,14 +22,14 @@ from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, merge
 from electra.cvt.tasks import CVTTask
 from electra.data.dataset import PretrainingDataset
 from electra.errors import ElectraError
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
 from electra.model.hf import save_pretrained, to_hf_state_dict
 from electra.objectives import build_objective, objective_step_flops
-from electra.pretrain.flops_report import main_flops
-from electra.pretrain.init_from import adopt_checkpoint, find_source
-from electra.pretrain.loop import pretrain
+from electra.pretraining.flops_report import main_flops
+from electra.pretraining.init_from import adopt_checkpoint, find_source
+from electra.pretraining.loop import pretrain
 from electra.tasks import get_task, glue, tagging
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"

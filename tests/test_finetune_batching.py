@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.finetune.data import eval_batches, padded_tokens, train_batches
-from electra.finetune.evaluation import predict_examples
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.model_io import load_source
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.data import eval_batches, padded_tokens, train_batches
+from electra.finetuning.evaluation import predict_examples
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.model_io import load_source
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
 from electra.tasks import get_task
 from electra.tasks.base import Example
 from electra.tasks.sentence import SentenceTask

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 from safetensors.torch import load_file
 
-from electra.finetune.baseline import random_init
+from electra.finetuning.baseline import random_init
 
 ROOT = Path(__file__).resolve().parents[1]
 GLUE = ROOT.parent / "shared" / "data" / "glue"

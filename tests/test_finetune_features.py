@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from electra.finetune.data import collate, eval_batches
+from electra.finetuning.data import collate, eval_batches
 from electra.tasks import get_task
 from electra.tasks.base import Example
 from electra.tokenizer import load_tokenizer

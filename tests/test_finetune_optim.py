@@ -7,8 +7,8 @@ import torch
 
 from electra.config import ModelConfig
 from electra.errors import ElectraError
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.optim import build_optimizer, layerwise_groups, parameter_depth
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.optim import build_optimizer, layerwise_groups, parameter_depth
 from electra.model.encoder import Encoder
 
 LR, D, L = 1e-3, 0.8, 3

@@ -24,9 +24,9 @@ from electra.cli import main
 from electra.config import ModelConfig
 from electra.errors import EXIT_PREEMPTED, ElectraError, Preempted
 from electra.fileutil import write_atomic
-from electra.finetune import seeds as seeds_mod
-from electra.finetune import training as training_mod
-from electra.finetune.training import EpochBatches, micro_batches
+from electra.finetuning import seeds as seeds_mod
+from electra.finetuning import training as training_mod
+from electra.finetuning.training import EpochBatches, micro_batches
 from electra.model.encoder import init_weights
 from electra.model.hf import save_pretrained
 from electra.model.networks import Discriminator
@@ -44,7 +44,7 @@ import time
 import torch
 
 from electra.cli import main
-from electra.finetune import training
+from electra.finetuning import training
 
 real_step = training.train_step
 

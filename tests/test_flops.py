@@ -17,7 +17,7 @@ from electra.flops import (
     mlm_head_flops,
 )
 from electra.objectives import objective_step_flops
-from electra.pretrain.flops_report import main_flops
+from electra.pretraining.flops_report import main_flops
 
 
 def _rel(value: float, reference: float) -> float:

@@ -30,7 +30,7 @@ from electra.model.encoder import (
     padding_mask,
 )
 from electra.objectives import build_objective
-from electra.pretrain.loop import _window_values, pretrain
+from electra.pretraining.loop import _window_values, pretrain
 from electra.runtime import checkpoint
 from electra.runtime import optim as optim_mod
 from electra.runtime.optim import adamw_impl, build_optimizer

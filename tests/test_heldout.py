@@ -12,8 +12,8 @@ from test_train import TINY, read_metrics
 
 from electra.config import PretrainConfig, merge
 from electra.data.dataset import PretrainingDataset
-from electra.pretrain.heldout import CORRUPTIONS, build_fixed_corruptions, probe_discriminator
-from electra.pretrain.loop import pretrain, special_ids_for
+from electra.pretraining.heldout import CORRUPTIONS, build_fixed_corruptions, probe_discriminator
+from electra.pretraining.loop import pretrain, special_ids_for
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_token_cosine_is_one_for_collapsed_vectors_and_small_for_random(probes):
     from electra.config import ModelConfig
     from electra.model.encoder import init_weights
     from electra.model.networks import Discriminator
-    from electra.pretrain.heldout import token_cosine
+    from electra.pretraining.heldout import token_cosine
 
     vocab = int(probes["unigram"].input_ids.max()) + 1
     holder = torch.nn.Module()

@@ -215,7 +215,7 @@ def test_only_the_folders_the_tasks_read_are_fetched(monkeypatch, tmp_path):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
-    from electra.finetune.examples import data_folder
+    from electra.finetuning.examples import data_folder
 
     assert data_folder(REPO, [get_task("SST-2")]) == tmp_path
     assert data_folder(REPO, [get_task("SST-2")], "sst2", "v2") == tmp_path / "sst2"

@@ -28,7 +28,7 @@ from hub_helpers import (  # noqa: E402
 )
 
 from electra.errors import ElectraError  # noqa: E402
-from electra.finetune.glue_suite import glue_tasks  # noqa: E402
+from electra.finetuning.glue_suite import glue_tasks  # noqa: E402
 from electra.tasks import get_task, task_from_state  # noqa: E402
 from electra.tasks.glue import SPECS  # noqa: E402
 from electra.tasks.hub_layout import find_layout, parse_label_names  # noqa: E402

@@ -222,7 +222,7 @@ def test_building_the_parser_imports_no_torch():
 # into the systems built on it, and only the entry points see everything.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({
-        "electra.version", "electra.command_package", "electra.errors", "electra.fileutil",
+        "electra.version", "electra.command", "electra.errors", "electra.fileutil",
         "electra.device", "electra.precision", "electra.architectures", "electra.model_config",
         "electra.presets", "electra.config", "electra.tokenizer", "electra.tagschemes",
         "electra.flops", "electra.cli_support", "electra.settings", "electra.progress",
@@ -230,9 +230,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),
-    ("loops", frozenset({"electra.pretrain", "electra.finetune", "electra.scoring"})),
+    ("loops", frozenset({"electra.pretraining", "electra.finetuning", "electra.scoring"})),
     ("systems built on fine-tuning", frozenset({
-        "electra.multitask", "electra.cvt", "electra.export"})),
+        "electra.multitask", "electra.cvt", "electra.exporting"})),
     # `electra` itself: its __init__ hands out the functions of `electra.api` on first use
     ("entry points", frozenset({"electra", "electra.demo", "electra.cli", "electra.api"})),
 )
@@ -268,9 +268,9 @@ def test_an_upward_import_is_reported(tmp_path):
     modules = _write(tmp_path, {
         "electra/__init__.py": "",
         "electra/runtime/__init__.py": "",
-        "electra/runtime/skeleton.py": "def f():\n    from electra.pretrain.loop import g\n",
-        "electra/pretrain/__init__.py": "",
-        "electra/pretrain/loop.py": "from electra.runtime.skeleton import f\n",
+        "electra/runtime/skeleton.py": "def f():\n    from electra.pretraining.loop import g\n",
+        "electra/pretraining/__init__.py": "",
+        "electra/pretraining/loop.py": "from electra.runtime.skeleton import f\n",
     })
     assert upward_imports(import_edges(modules)) == [
-        "electra.runtime.skeleton (components) imports electra.pretrain.loop (loops)"]
+        "electra.runtime.skeleton (components) imports electra.pretraining.loop (loops)"]

@@ -16,7 +16,7 @@ from electra.cli import main
 from electra.config import PretrainConfig
 from electra.model.hf import load_pretrained
 from electra.objectives import build_objective
-from electra.pretrain.init_from import adopt_checkpoint, find_source, load_weights
+from electra.pretraining.init_from import adopt_checkpoint, find_source, load_weights
 
 transformers = pytest.importorskip("transformers")
 
@@ -216,7 +216,7 @@ def test_interrupted_continued_run_resumes_exactly(released, data_dir, tmp_path,
     from resume_helpers import interrupted_and_resumed
     from safetensors.torch import load_file
 
-    from electra.pretrain.loop import pretrain
+    from electra.pretraining.loop import pretrain
 
     def run(out: Path, resume: bool = False) -> Path:
         source = find_source(released["disc"], released["gen"], "electra")

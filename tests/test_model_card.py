@@ -17,8 +17,8 @@ from test_train import BATCH, TINY
 
 from electra.cli import main
 from electra.errors import ElectraError
-from electra.finetune.heads import MultitaskModel
-from electra.finetune.model_io import save_finetuned
+from electra.finetuning.heads import MultitaskModel
+from electra.finetuning.model_io import save_finetuned
 from electra.model import card as card_module
 from electra.model.card import RunFacts, hub_id, write_model_card
 from electra.model.encoder import Encoder, init_weights
@@ -245,7 +245,7 @@ def test_missing_card_extra_file_stops_before_writing(tmp_path, tiny_model):
 
 
 def test_random_init_baseline_card_says_it_is_untrained(tmp_path, tiny_model):
-    from electra.finetune.baseline import random_init
+    from electra.finetuning.baseline import random_init
 
     folder = random_init(tiny_model, tmp_path / "random_init", seed=5)
     card = _card(folder)

@@ -125,7 +125,7 @@ def test_heads_start_as_modernbert_initialises_them():
     """ModernBERT's `_init_weights` for heads: the prediction head's dense layer at
     std / sqrt(2 x layers), the classifier at hidden**-0.5 (a normal truncated at 2 std has
     std 0.88 sigma)."""
-    from electra.finetune.heads import make_head
+    from electra.finetuning.heads import make_head
 
     torch.manual_seed(0)
     cfg = modern_config(hidden_size=512, embedding_size=512, num_attention_heads=8,
@@ -317,7 +317,7 @@ def test_base_modern_is_modernbert_base():
 # --- objectives ------------------------------------------------------------------------------
 
 def _tiny_run(data_dir: Path, out: Path, objective: str, steps: int = 4, **objective_sets):
-    from electra.pretrain.loop import pretrain
+    from electra.pretraining.loop import pretrain
 
     cfg = PretrainConfig.from_preset("tiny-modern")
     cfg.model = dataclasses.replace(cfg.model, hidden_size=32, embedding_size=32,
@@ -381,7 +381,7 @@ def test_init_from_a_transformers_checkpoint(tmp_path, data_dir):
     transformers = pytest.importorskip("transformers")
     from electra.data.dataset import read_manifest
     from electra.objectives import build_objective
-    from electra.pretrain.init_from import adopt_checkpoint, find_source, load_weights
+    from electra.pretraining.init_from import adopt_checkpoint, find_source, load_weights
 
     vocab_size = read_manifest(data_dir)["vocab_size"]
     hf_cfg = transformers.ModernBertConfig(
@@ -450,8 +450,8 @@ def test_finetuned_models_load_in_native_modernbert_classes(tmp_path, vocab_dir)
     pytest.importorskip("transformers")
     from export_helpers import task_named
 
-    from electra.finetune.heads import FinetuneModel
-    from electra.finetune.model_io import load_finetuned, save_finetuned
+    from electra.finetuning.heads import FinetuneModel
+    from electra.finetuning.model_io import load_finetuned, save_finetuned
     from electra.model.networks import build_encoder
 
     vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
@@ -525,7 +525,7 @@ def test_squad_model_trains_and_loads_as_modernbert_for_question_answering(tmp_p
     SQuAD 2.0 is refused before anything is written."""
     pytest.importorskip("transformers")
     from electra.cli import main
-    from electra.finetune.model_io import load_finetuned
+    from electra.finetuning.model_io import load_finetuned
     from electra.model.task_heads import serving_outputs
     from electra.tasks.squad import split_squad_file
 
@@ -570,8 +570,8 @@ def test_multitask_model_exports_its_encoder_as_modernbert_model(tmp_path, vocab
     transformers = pytest.importorskip("transformers")
     from export_helpers import task_named
 
-    from electra.finetune.heads import MultitaskModel, make_head
-    from electra.finetune.model_io import load_finetuned, save_finetuned
+    from electra.finetuning.heads import MultitaskModel, make_head
+    from electra.finetuning.model_io import load_finetuned, save_finetuned
     from electra.model.networks import build_encoder
 
     vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
@@ -607,7 +607,7 @@ def test_onnx_export_runs_like_pytorch(tmp_path, vocab_dir):
     import onnxruntime
 
     from electra.cli import main as electra
-    from electra.export.serving import INPUT_NAMES, load_served
+    from electra.exporting.serving import INPUT_NAMES, load_served
 
     vocab_size = sum(1 for _ in open(vocab_dir / "vocab.txt", encoding="utf-8"))
     torch.manual_seed(0)

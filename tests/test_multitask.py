@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from electra.errors import ElectraError
-from electra.finetune.predict import evaluate, predict
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
-from electra.finetune.training import TrainPlan, train_model
+from electra.finetuning.predict import evaluate, predict
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
+from electra.finetuning.training import TrainPlan, train_model
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, collate_mixture
 from electra.multitask.sampling import MixtureSampler, task_probabilities
@@ -128,8 +128,8 @@ def test_teacher_annealing_lambda_schedule() -> None:
 
 def test_training_loop_gives_lambda_the_fraction_of_steps_done(tiny_model: Path,
                                                               tmp_path: Path) -> None:
-    from electra.finetune.heads import FinetuneModel
-    from electra.finetune.model_io import load_source
+    from electra.finetuning.heads import FinetuneModel
+    from electra.finetuning.model_io import load_source
 
     encoder, _, _ = load_source(tiny_model)
     model = FinetuneModel(encoder, "sequence", 2)
@@ -364,7 +364,7 @@ def test_teacher_predictions_are_cached_and_reused(tiny_model: Path, glue_like: 
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert res["teachers"] == {"RTE": str(rte_teacher), "CoLA": None}
 
-    from electra.finetune import predict as inference
+    from electra.finetuning import predict as inference
 
     def no_teacher_runs(*args, **kwargs):
         raise AssertionError("the teacher ran again")
@@ -516,7 +516,7 @@ def test_single_stages_take_every_setting_but_the_recipe() -> None:
     recipe fields, which are exactly those the multi-task recipe gives other defaults."""
     import dataclasses
 
-    from electra.finetune.settings import recipe_free_fields
+    from electra.finetuning.settings import recipe_free_fields
     from electra.multitask.strategies import SingleOverrides, single_settings
 
     recipe = {f.name for f in dataclasses.fields(FinetuneSettings)} - set(recipe_free_fields())

@@ -27,7 +27,7 @@ from electra.objectives import (
 from electra.objectives import _all_metrics as all_metrics
 from electra.objectives.core import DISCRIMINATOR_METRICS, corrupt, discriminate
 from electra.objectives.generators import build_sampler
-from electra.pretrain.flops_report import main_flops
+from electra.pretraining.flops_report import main_flops
 from electra.scoring.load import discriminator_scorer
 
 

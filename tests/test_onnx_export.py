@@ -13,9 +13,9 @@ import torch
 from export_helpers import finetuned_dir, small_config
 
 from electra.cli import main as electra
-from electra.export.serving import INPUT_NAMES, load_served
-from electra.finetune.heads import MultitaskModel
-from electra.finetune.model_io import load_finetuned, save_finetuned
+from electra.exporting.serving import INPUT_NAMES, load_served
+from electra.finetuning.heads import MultitaskModel
+from electra.finetuning.model_io import load_finetuned, save_finetuned
 from electra.model.encoder import Encoder, init_weights
 from electra.model.hf import save_pretrained
 from electra.model.networks import Discriminator, Generator

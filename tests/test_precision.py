@@ -158,7 +158,7 @@ def test_many_overflows_in_a_row_are_an_error_that_says_what_to_do():
 def _fp16_run(data_dir, out, resume=False, steps=4, **train):
     from test_gpu_path import _tiny
 
-    from electra.pretrain.loop import pretrain
+    from electra.pretraining.loop import pretrain
 
     cfg = _tiny(steps, 1, save_every=2, precision="fp16", **train)
     return pretrain(cfg, data_dir, out, resume=resume, device="cpu", show_progress=False)
@@ -196,8 +196,8 @@ def test_the_compiled_step_refuses_fp16_in_one_line(data_dir, tmp_path):
 
 
 def test_finetuning_trains_in_fp16_and_records_it(tiny_model, tmp_path):
-    from electra.finetune.run import finetune
-    from electra.finetune.settings import FinetuneSettings
+    from electra.finetuning.run import finetune
+    from electra.finetuning.settings import FinetuneSettings
 
     data = tmp_path / "SST-2"
     data.mkdir()

@@ -20,10 +20,10 @@ from export_helpers import (
     task_named,
 )
 
-from electra.export.serving import tokenized_batch
-from electra.finetune.evaluation import predict_examples
-from electra.finetune.model_io import load_finetuned
-from electra.finetune.settings import FinetuneSettings
+from electra.exporting.serving import tokenized_batch
+from electra.finetuning.evaluation import predict_examples
+from electra.finetuning.model_io import load_finetuned
+from electra.finetuning.settings import FinetuneSettings
 from electra.model.encoder import init_weights
 from electra.model.hf import load_pretrained, save_pretrained
 from electra.model.networks import Discriminator, Generator

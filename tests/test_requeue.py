@@ -43,7 +43,7 @@ import sys
 import torch
 
 from electra.cli import main
-from electra.pretrain import loop
+from electra.pretraining import loop
 
 at = int(sys.argv[1])
 real_save = loop._save_checkpoint
@@ -223,7 +223,7 @@ def test_a_full_disk_while_appending_metrics_is_one_line_and_the_same_command_co
 
 def test_a_full_disk_while_writing_run_json_leaves_no_run_and_the_same_command_starts(
         reference, tiny_config, data_dir, tmp_path, monkeypatch, capsys):
-    from electra.pretrain import loop
+    from electra.pretraining import loop
 
     out = tmp_path / "out"
     real = loop.write_run_record

@@ -29,7 +29,7 @@ from test_train import (
 
 from electra.cli import main
 from electra.errors import EXIT_PREEMPTED
-from electra.pretrain import loop as loop_mod
+from electra.pretraining import loop as loop_mod
 from electra.runtime import checkpoint
 from electra.runtime import optim as optim_mod
 from electra.runtime.preempt import StopSignals
@@ -46,7 +46,7 @@ import sys
 import torch
 
 from electra.cli import main
-from electra.pretrain import loop
+from electra.pretraining import loop
 
 sig, at = signal.Signals[sys.argv[1]], int(sys.argv[2])
 real_iterate = loop.iterate_batches
@@ -183,7 +183,7 @@ def test_finetune_stops_cleanly_with_a_checkpoint(tiny_model, tmp_path, capsys):
     exactly: tests/test_finetune_resume.py.)"""
     from test_finetune_e2e import _user_data
 
-    from electra.finetune import training as finetune_training
+    from electra.finetuning import training as finetune_training
 
     _user_data(tmp_path / "train.tsv", 64, 0)
     _user_data(tmp_path / "dev.tsv", 16, 1)

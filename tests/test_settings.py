@@ -14,9 +14,9 @@ from electra.cli import build_parser, main
 from electra.config import PretrainConfig
 from electra.cvt.cli import train_settings
 from electra.errors import ElectraError
-from electra.finetune.cli import _finetune_settings
-from electra.finetune.settings import FinetuneSettings
-from electra.pretrain.cli import build_pretrain_config
+from electra.finetuning.cli import _finetune_settings
+from electra.finetuning.settings import FinetuneSettings
+from electra.pretraining.cli import build_pretrain_config
 from electra.settings import Source, resolve, write_settings
 
 # One command line per training command, complete but for what the tests add; each fails on

@@ -30,7 +30,7 @@ from electra.objectives import (
 from electra.objectives import core as core_mod
 from electra.objectives.masking import MaskedSlots
 from electra.objectives.teams import mws_loss, sample_candidates
-from electra.pretrain.loop import pretrain
+from electra.pretraining.loop import pretrain
 
 
 def model_cfg(**kw) -> ModelConfig:

@@ -23,7 +23,7 @@ from electra.cli import main
 from electra.config import ModelConfig, ObjectiveConfig, PretrainConfig, TrainConfig, merge
 from electra.errors import ElectraError
 from electra.objectives import build_objective, objective_step_flops
-from electra.pretrain import loop as loop_mod
+from electra.pretraining import loop as loop_mod
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import is_heldout
 from electra.runtime.optim import build_optimizer, build_scheduler, lr_multiplier

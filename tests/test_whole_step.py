@@ -1,4 +1,4 @@
-"""The static, sync-free step (electra.pretrain.step, electra.objectives.masking.select_slots):
+"""The static, sync-free step (electra.pretraining.step, electra.objectives.masking.select_slots):
 masked positions as fixed weighted slots chosen as the official implementation chooses them,
 AdamW guarded on the device, and the whole step captured as one graph that trains exactly as
 the eager step does."""
@@ -18,8 +18,8 @@ from electra.config import ObjectiveConfig, TrainConfig
 from electra.model.encoder import known_padding
 from electra.objectives import build_objective
 from electra.objectives.masking import max_predictions, select_slots
-from electra.pretrain.loop import _window_values
-from electra.pretrain.step import WholeStep, guarded_adamw
+from electra.pretraining.loop import _window_values
+from electra.pretraining.step import WholeStep, guarded_adamw
 from electra.runtime.optim import build_optimizer
 
 # ----------------------------------------------------------------------------- slots
@@ -93,7 +93,7 @@ def _grads(model, seed):
 
 def test_guarded_adamw_is_torchs_adamw_with_its_weight_decay_groups():
     model, opt, twin, reference = _params_and_optimizers()
-    from electra.pretrain.step import ensure_adamw_state
+    from electra.pretraining.step import ensure_adamw_state
 
     ensure_adamw_state(opt)
     for seed in range(4):
@@ -113,7 +113,7 @@ def test_guarded_adamw_is_torchs_adamw_with_its_weight_decay_groups():
 @pytest.mark.parametrize("first", [True, False])
 def test_a_nonfinite_update_leaves_parameters_moments_and_step_exactly_as_they_were(first):
     model, opt, *_ = _params_and_optimizers()
-    from electra.pretrain.step import ensure_adamw_state
+    from electra.pretraining.step import ensure_adamw_state
 
     ensure_adamw_state(opt)
     lrs = torch.tensor([g["lr"] for g in opt.param_groups])
@@ -226,7 +226,7 @@ def test_whole_step_skips_a_nonfinite_step_on_the_device():
 def test_inductor_compiled_step_trains_as_the_eager_step():
     """The real compiler (as `train.compile_step` runs it; a CUDA graph on CUDA), with
     inductor drawing random numbers as eager code does."""
-    from electra.pretrain.step import deterministic_compiled_random
+    from electra.pretraining.step import deterministic_compiled_random
 
     kw = {"generator_layers": 1}
     eager_losses, eager_params = _train(kw, compiled=False, steps=2)
@@ -254,7 +254,7 @@ def test_pretrain_with_compile_step_resumes_bit_exact(data_dir, tmp_path, monkey
     from safetensors.torch import load_file
     from test_gpu_path import _tiny
 
-    from electra.pretrain.loop import pretrain
+    from electra.pretraining.loop import pretrain
 
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", functools.partial(real_compile, backend=BACKEND))
@@ -285,7 +285,7 @@ def test_compiled_step_compiles_once_per_run_through_warmup_and_decay(data_dir, 
     from resume_helpers import interrupted_and_resumed
     from test_gpu_path import _tiny
 
-    from electra.pretrain.loop import pretrain
+    from electra.pretraining.loop import pretrain
 
     compiled: list[int] = []
 

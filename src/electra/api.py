@@ -2,7 +2,7 @@
 
 `electra.pretrain(data="data/", out="runs/tiny", preset="tiny-local", steps=200)` runs what
 `electra pretrain --data data/ --out runs/tiny --preset tiny-local --steps 200` runs, through
-the same function (`electra.pretrain.cli.run_pretrain`), and returns the result the command
+the same function (`electra.pretraining.cli.run_pretrain`), and returns the result the command
 prints. Keyword arguments are the flags' names with underscores (`--init-from` -> `init_from`);
 `set` takes a dict {"SECTION.KEY": value} or the command line's "SECTION.KEY=VALUE" strings.
 What is not given keeps the default of the command's parser, so every flag the command has, the
@@ -28,9 +28,9 @@ from electra.cli_support import Count, LazyHelpStore, LazyNames
 from electra.command import CommandParser, Option
 from electra.data.cli import PrepareResult, VocabResult
 from electra.errors import ElectraError
-from electra.export.cli import ExportResult
-from electra.finetune.cli import FinetuneResult
-from electra.pretrain.cli import PretrainResult
+from electra.exporting.cli import ExportResult
+from electra.finetuning.cli import FinetuneResult
+from electra.pretraining.cli import PretrainResult
 from electra.scoring.cli import ScoreResult
 
 __all__ = ["demo", "train_vocab", "prepare", "pretrain", "flops", "plot", "finetune", "evaluate",
@@ -284,17 +284,17 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "minimal_pairs": minimal_pairs, "rerank": rerank, "export": export}
 
 
-def help_text(command: str, option: Option) -> str:
+def help_text(command: str, option: Option, load: bool = False) -> str:
     """An option's help as `--help` prints it. A help text or choices that a registry gives
-    (the task names, the scorers) are named, not loaded: they live beside torch code, and
-    importing this module stays torch-free."""
+    (the task names, the scorers) are named, not loaded, unless `load`: they live beside torch
+    code, and importing this module stays torch-free."""
     action = option.action
     if isinstance(action, LazyHelpStore):
-        return f"see `electra {command} --help`"
+        return action.help if load else f"see `electra {command} --help`"
+    lazy = isinstance(action.choices, LazyNames) and not load
     params = {**vars(action), "default": action.default, "prog": f"electra {command}",
               "type": getattr(action.type, "__name__", action.type),
-              "choices": action.metavar if isinstance(action.choices, LazyNames)
-              else ", ".join(map(str, action.choices or ()))}
+              "choices": action.metavar if lazy else ", ".join(map(str, action.choices or ()))}
     text = (action.help or "") % params
     if action.choices is not None and "%(choices)s" not in (action.help or ""):
         text += f" (one of: {params['choices']})"
@@ -335,3 +335,21 @@ def _document(function: Callable, command: Command) -> None:
 
 for _name, _function in FUNCTIONS.items():
     _document(_function, COMMANDS[_name])
+
+
+def flags_reference() -> str:
+    """docs/flags.md: every command's options as tables, from their declarations
+    (`tools/flags_doc.py` writes it; a test checks the file is current)."""
+    from electra.cli import build_parser
+    from electra.command import flags_table
+
+    head = ("# Every command's flags\n\n"
+            "Generated from the options' declarations (`electra.command`) by `python "
+            "tools/flags_doc.py`; a test fails when it is stale. Each flag is also a keyword "
+            "of the command's Python function (docs/api.md), with the type shown, and where "
+            "it sets a settings field, `--config` and `--set SECTION.KEY=VALUE` set the same "
+            "field (the flag wins over the file, `--set` over both).\n")
+    tables = [flags_table(name, parser, {o.flag: help_text(name, o, load=True)
+                                         for o in parser.options if o.action.help})
+              for name, parser in build_parser().subcommand_parsers.items()]
+    return "\n".join([head, *tables])

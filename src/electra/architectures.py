@@ -65,12 +65,12 @@ class Architecture:
     wide_generator: bool = False
     # Checks of a ModelConfig beyond the common ones (ElectraError naming the field).
     check: Callable[[ModelConfig], None] | None = None
-    # An `electra.finetune.heads.TaskHeads`: its fine-tuning heads and the ones it refuses.
-    task_heads: Any = "electra.finetune.heads:ELECTRA_TASK_HEADS"
+    # An `electra.finetuning.heads.TaskHeads`: its fine-tuning heads and the ones it refuses.
+    task_heads: Any = "electra.finetuning.heads:ELECTRA_TASK_HEADS"
     # An `electra.model.hf.TransformersLayout`: its models as Hugging Face directories (export,
     # import, detection of a released discriminator); None: not exported.
     transformers: Any = None
-    # An `electra.finetune.model_io.FinetunedLayout`: its fine-tuned models' directories;
+    # An `electra.finetuning.model_io.FinetunedLayout`: its fine-tuned models' directories;
     # None: not exported.
     finetuned: Any = None
 
@@ -120,9 +120,9 @@ BERT = Architecture(
     layer="electra.model.encoder:TransformerLayer",
     causal_attention="electra.model.two_tower:causal_attention_bias",
     flops="electra.flops:BERT_COUNT",
-    task_heads="electra.finetune.heads:ELECTRA_TASK_HEADS",
+    task_heads="electra.finetuning.heads:ELECTRA_TASK_HEADS",
     transformers="electra.model.hf:ELECTRA_LAYOUT",
-    finetuned="electra.finetune.model_io:ELECTRA_FINETUNED",
+    finetuned="electra.finetuning.model_io:ELECTRA_FINETUNED",
 )
 
 # ModernBERT's: pre-LayerNorm without biases, rotary positions, GeGLU, sliding-window attention
@@ -141,9 +141,9 @@ MODERN = Architecture(
     sliding_window=True,
     wide_generator=True,
     check=_check_modern,
-    task_heads="electra.finetune.heads:MODERNBERT_TASK_HEADS",
+    task_heads="electra.finetuning.heads:MODERNBERT_TASK_HEADS",
     transformers="electra.model.hf:MODERNBERT_LAYOUT",
-    finetuned="electra.finetune.model_io:MODERNBERT_FINETUNED",
+    finetuned="electra.finetuning.model_io:MODERNBERT_FINETUNED",
 )
 
 ARCHITECTURES: dict[str, Architecture] = {"bert": BERT, "modern": MODERN}

@@ -19,13 +19,13 @@ from electra.version import __version__
 COMMAND_GROUPS = (
     "electra.demo.cli",  # demo
     "electra.data.cli",  # vocab, prepare
-    "electra.pretrain.cli",  # pretrain, flops
+    "electra.pretraining.cli",  # pretrain, flops
     "electra.runtime.cli",  # plot
-    "electra.finetune.cli",  # finetune, evaluate, predict
+    "electra.finetuning.cli",  # finetune, evaluate, predict
     "electra.multitask.commands",  # multitask (BAM)
     "electra.cvt.cli",  # cvt, cvt-evaluate, cvt-predict
     "electra.scoring.cli",  # score, minimal-pairs, rerank
-    "electra.export.cli",  # export (ONNX, one task's transformers directory)
+    "electra.exporting.cli",  # export (ONNX, one task's transformers directory)
 )
 
 

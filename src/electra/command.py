@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -231,11 +232,17 @@ def show_nothing(result: Any) -> None:
 
 
 def annotation_text(annotation: Any) -> str:
-    """`int | None` as a docs table shows it."""
-    if isinstance(annotation, type):
-        return annotation.__name__
-    text = str(annotation).replace("typing.", "").replace("os.PathLike", "PathLike")
-    return text.replace("NoneType", "None")
+    """`int | None`, `Literal['tiny', 'small'] | None`: a keyword's type as docs show it."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(annotation_text(a) for a in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
+    if origin is not None:  # list[str], dict[str, Any]
+        return f"{origin.__name__}[{', '.join(annotation_text(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", getattr(annotation, "_name", str(annotation)))
 
 
 def flags_table(name: str, parser: CommandParser, helps: Mapping[str, str]) -> str:
@@ -248,8 +255,8 @@ def flags_table(name: str, parser: CommandParser, helps: Mapping[str, str]) -> s
         if option.kind in ("help", "version"):
             continue
         spellings = ", ".join(f"`{s}`" for s in option.action.option_strings) or f"`{option.flag}`"
-        keyword = ("(same keyword)" if option.is_alias
-                   else f"`{option.dest}: {annotation_text(option.annotation)}`")
+        typed = annotation_text(option.annotation).replace("|", "\\|")  # not a column
+        keyword = "(same keyword)" if option.is_alias else f"`{option.dest}: {typed}`"
         setting = f"`{option.setting}`" if option.setting else ""
         text = " ".join(helps.get(option.flag, "").split()).replace("|", "\\|")
         rows.append(f"| {spellings} | {keyword} | {setting} | {text} |")

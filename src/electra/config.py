@@ -217,7 +217,7 @@ class ObjectiveConfig:
 @dataclass
 class TrainConfig:
     steps: int = 2000
-    # A budget instead of `steps` (electra.pretrain.budget): wall-clock seconds for the whole
+    # A budget instead of `steps` (electra.pretraining.budget): wall-clock seconds for the whole
     # run (set-up to export), or training FLOPs as `electra flops` counts them. The steps it
     # buys are planned by the run and recorded in its config.json.
     budget_seconds: float | None = None
@@ -247,11 +247,11 @@ class TrainConfig:
     # compiler on CPU, and was not yet measured on a GPU; see docs/speed.md).
     compile: bool = False
     # The whole step (every micro-batch's forward and backward, clipping, AdamW) as one
-    # compiled graph, replayed as a CUDA graph on CUDA (electra.pretrain.step); one process only.
+    # compiled graph, replayed as a CUDA graph on CUDA (electra.pretraining.step); one process only.
     compile_step: bool = False
     log_every: int = 10
     save_every: int = 500
-    # Held-out probes (electra.pretrain.heldout) every `eval_every` steps and before the first:
+    # Held-out probes (electra.pretraining.heldout) every `eval_every` steps and before the first:
     # None = at 4 evenly spaced points of the run, 0 = never. Needs a "heldout" split.
     eval_every: int | None = None
     eval_examples: int = 256

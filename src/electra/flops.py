@@ -30,7 +30,7 @@ What differs between architectures is each one's record (`electra.architectures`
 
 This module holds the rules only. Each objective composes them in its `step_flops_breakdown`
 (`electra.objectives.objective_step_flops`, which the training loop logs), and
-`electra.pretrain.flops_report.main_flops` is the `electra flops` command.
+`electra.pretraining.flops_report.main_flops` is the `electra flops` command.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from electra.command import path
 from electra.config import merge, read_config_json
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
@@ -86,9 +87,10 @@ def set_help(sections: Sequence[str], example: str) -> str:
 def add_settings_flags(parser, sections: Sequence[str], example: str,
                        preset: bool = False) -> None:
     """`--config FILE` and `--set SECTION.KEY=VALUE`, the same on every command."""
-    parser.add_argument("--config", metavar="FILE", help=config_help(sections, preset))
+    parser.add_argument("--config", metavar="FILE", type=path,
+                        help=config_help(sections, preset))
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help=set_help(sections, example))
+                        annotation=list[str] | dict[str, Any], help=set_help(sections, example))
 
 
 def read_config_file(path: str | Path, sections: Sequence[str],

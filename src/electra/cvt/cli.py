@@ -154,8 +154,10 @@ def _add_evaluate(sub) -> None:
                        description="Writes OUT/TASK_SPLIT_predictions.{txt,conllu} and "
                        "OUT/results.json.")
     p.add_argument("--model", type=path, required=True, help="OUT/model of an `electra cvt` run")
-    p.add_argument("--data", action="append", required=True, metavar="DIR|TASK=DIR")
-    p.add_argument("--split", default="dev", choices=["dev", "test"])
+    p.add_argument("--data", action="append", required=True, metavar="DIR|TASK=DIR",
+                   help="the task's data directory; repeat as TASK=DIR for a multi-task model")
+    p.add_argument("--split", default="dev", choices=["dev", "test"],
+                   help="the split to score (default %(default)s)")
     p.add_argument("--out", type=path,
                    required=True, help="folder for results.json and the predictions")
     p.runs(run_cvt_evaluate, show_json_indented)
@@ -165,9 +167,10 @@ def _add_predict(sub) -> None:
     p = sub.add_parser("cvt-predict", help="tag or parse a CoNLL / CoNLL-U file",
                        description="Tagging output: `word gold predicted` (conlleval); "
                        "parsing output: CoNLL-U with predicted HEAD and DEPREL.")
-    p.add_argument("--model", type=path, required=True)
+    p.add_argument("--model", type=path, required=True, help="OUT/model of an `electra cvt` run")
     p.add_argument("--task", help="which task of a multi-task model")
-    p.add_argument("--input", type=path, required=True)
+    p.add_argument("--input", type=path, required=True,
+                   help="a CoNLL (tagging) or CoNLL-U (parsing) file")
     p.add_argument("--out", "--output", type=path, dest="out", required=True,
                    help="the predictions file to write (--output: the same, its earlier name)")
     p.runs(run_cvt_predict, show_json_indented)
@@ -185,12 +188,14 @@ def _add_vectors(sub) -> None:
     p.add_argument("--out", type=path, required=True, help="the vectors file to write")
     p.add_argument("--dim", type=POSITIVE, default=100,
                    help="vector size: the CVT preset's word_dim (small 100, paper 300)")
-    p.add_argument("--epochs", setting="train.epochs", type=POSITIVE, default=5)
-    p.add_argument("--window", type=POSITIVE, default=5)
+    p.add_argument("--epochs", type=POSITIVE, default=5,
+                   help="passes over the corpus (default %(default)s)")
+    p.add_argument("--window", type=POSITIVE, default=5,
+                   help="context words each side (default %(default)s)")
     p.add_argument("--min-count", type=POSITIVE, default=2, help="drop rarer words")
     p.add_argument("--max-sentences", type=POSITIVE, help="use the first N sentences")
     p.add_argument("--text-field", default="text", help="JSON-lines field holding the text")
-    p.add_argument("--seed", setting="train.seed", type=NON_NEGATIVE, default=0)
+    p.add_argument("--seed", type=NON_NEGATIVE, default=0, help="default %(default)s")
     p.add_argument("--workers", type=POSITIVE, default=1,
                    help="training threads (more is faster, but no longer reproducible)")
     p.runs(run_cvt_vectors, show_json_indented)

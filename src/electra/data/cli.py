@@ -130,7 +130,7 @@ def _add_prepare(sub) -> None:
                    nargs="+", metavar="PART", help="combine the N parts' directories "
                    "into --out without tokenizing again (same examples as a one-machine "
                    "prepare, grouped by part)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.add_argument("--verify", type=path, metavar="DIR", help="check every shard of DIR (sizes and "
                    "SHA-256) against its manifest and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.finetune.baseline import random_init
-from electra.finetune.evaluation import primary_key
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.baseline import random_init
+from electra.finetuning.evaluation import primary_key
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
 from electra.tasks import get_task
 
 

@@ -21,7 +21,8 @@ def _add_demo(sub) -> None:
                        "preset, evaluate on held-out text, export, and print a summary.")
     p.add_argument("--corpus", type=path,
                    nargs="+", help="your own corpus instead of the Wikipedia one")
-    p.add_argument("--out", type=path, default="runs/demo")
+    p.add_argument("--out", type=path, default="runs/demo",
+                   help="the demo's folder: vocabulary, data, run, summary (default %(default)s)")
     p.add_argument("--budget", setting="demo.budget_seconds",
                    metavar="DURATION", help="the whole demo, set-up and check "
                    "included, ends within this (default 10m): pre-training gets what set-up "
@@ -63,7 +64,7 @@ def run_demo_command(args) -> dict:
 
     from electra.demo.check import CHECKS
     from electra.demo.run import DemoSettings, run_demo
-    from electra.pretrain.budget import parse_duration
+    from electra.pretraining.budget import parse_duration
     from electra.settings import one_length, resolve
 
     if args.steps is not None and args.budget:

@@ -30,8 +30,8 @@ from electra.demo.check import (
 )
 from electra.errors import ElectraError, Preempted
 from electra.objectives import build_objective
-from electra.pretrain.evaluate import evaluate_objective
-from electra.pretrain.loop import pretrain, special_ids_for
+from electra.pretraining.evaluate import evaluate_objective
+from electra.pretraining.loop import pretrain, special_ids_for
 from electra.progress import Progress
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import METRICS, is_heldout
@@ -150,7 +150,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
         "tokens_per_s": summary["last"]["tokens_per_s"],
         "heldout_untrained": before,
         "heldout_trained": after,
-        # Fixed corruptions, the same for every run (electra.pretrain.heldout): step 0 and last.
+        # Fixed corruptions, the same for every run (electra.pretraining.heldout): step 0 and last.
         "probe_untrained": probes[0] if probes else {},
         "probe_trained": probes[-1] if probes else {},
         "final": summary["final"],

@@ -225,7 +225,7 @@ class Card:
         self.finetune = _json(source / "finetune.json")
         self.trained = self.weights.get("electra_toolkit") or {}
         self.tasks = self._tasks()
-        # electra.finetune.baseline's marker: fresh weights, not trained
+        # electra.finetuning.baseline's marker: fresh weights, not trained
         self.random_init = _json(source / "init.json") if not self.trained else {}
 
     # --- facts --------------------------------------------------------------------------------

@@ -79,11 +79,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--single-epochs", type=float, help="Single stages: default finetune's")
     p.add_argument("--single-batch-size", type=POSITIVE, help="Single stages: default 32")
     p.add_argument("--single-lr", type=float, help="Single stages: default finetune's")
-    p.add_argument("--size", setting="multitask.size", choices=SIZES)
+    p.add_argument("--size", setting="multitask.size", choices=SIZES,
+                   help="model size for the defaults (default: from the hidden size)")
     p.add_argument("--max-train-examples", setting="multitask.max_train_examples",
                    type=POSITIVE, help="the first K examples of each task")
-    p.add_argument("--max-eval-examples", setting="multitask.max_eval_examples", type=POSITIVE)
-    p.add_argument("--max-seq-len", setting="multitask.max_seq_len", type=POSITIVE)
+    p.add_argument("--max-eval-examples", setting="multitask.max_eval_examples", type=POSITIVE,
+                   help="score only the first K dev examples of each task")
+    p.add_argument("--max-seq-len", setting="multitask.max_seq_len", type=POSITIVE,
+                   help="default 128")
     p.add_argument("--eval-batch-size", setting="multitask.eval_batch_size",
                    type=POSITIVE, help="default 128")
     p.add_argument("--length-sort", setting="multitask.length_sorted",
@@ -91,10 +94,12 @@ def add_parsers(sub) -> None:
                    "length (faster; but tasks with long inputs then get batches of their own)")
     p.add_argument("--compare", help="baselines for significance, NAME=DIR,...: finetune or "
                    "multitask output directories (paired bootstrap, Holm-Bonferroni)")
-    p.add_argument("--bootstrap-samples", type=POSITIVE, default=1000)
+    p.add_argument("--bootstrap-samples", type=POSITIVE, default=1000,
+                   help="with --compare: paired bootstrap resamples (default %(default)s)")
     add_precision_flags(p, setting="multitask.precision")
     add_device_flag(p, default=None, setting="multitask.device")
-    p.add_argument("--save-all-seeds", setting="multitask.save_all_seeds", action="store_true")
+    p.add_argument("--save-all-seeds", setting="multitask.save_all_seeds", action="store_true",
+                   help="keep every seed's model (default: only the best)")
     p.add_argument("--log-every", setting="multitask.log_every", type=POSITIVE, help="default 10")
     add_report_flags(p, "each stage's tensorboard/seed<k>/", section="multitask")
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")

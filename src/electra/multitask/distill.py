@@ -90,7 +90,7 @@ def match_teachers(teacher_dirs: list[str | Path], tasks: dict[str, Task],
     """{student task: teacher directory}. One clear error for a teacher that is not a fine-tuned
     model, was trained on a task the student does not learn or on another label set, or whose
     vocabulary differs from the student's; and for two teachers of one task."""
-    from electra.finetune.model_io import read_finetune_info
+    from electra.finetuning.model_io import read_finetune_info
     from electra.tokenizer import load_tokenizer
 
     matched: dict[str, Path] = {}
@@ -120,8 +120,8 @@ def teacher_predictions(teacher_dir: Path, task_name: str, examples: list[Exampl
                         max_seq_len: int, settings, device: torch.device) -> list:
     """Per example: the teacher's logits (classification) or its prediction in label units
     (regression). Read from TEACHER/teacher_cache/ when there, else computed and cached."""
-    from electra.finetune.evaluation import head_outputs
-    from electra.finetune.predict import load_teacher_view
+    from electra.finetuning.evaluation import head_outputs
+    from electra.finetuning.predict import load_teacher_view
 
     checksum = data_checksum(task_name, examples, max_seq_len)
     cache = teacher_dir / CACHE_DIR / f"{task_name}-{checksum}.json"

@@ -18,10 +18,10 @@ from pathlib import Path
 from electra.device import resolve_device
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.finetune.evaluation import primary_key
-from electra.finetune.model_io import source_dir
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings, recipe_free_fields
+from electra.finetuning.evaluation import primary_key
+from electra.finetuning.model_io import source_dir
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings, recipe_free_fields
 from electra.multitask import distill
 from electra.multitask.train import (
     MultitaskSettings,
@@ -153,7 +153,7 @@ def _single_stage(model_dir, names: list[str], data_dir: Path, out: Path,
 
 
 def _knows(teacher_dir, name: str) -> bool:
-    from electra.finetune.model_io import read_finetune_info
+    from electra.finetuning.model_io import read_finetune_info
 
     return any(s["name"] == name for s in distill.teacher_tasks(read_finetune_info(teacher_dir)))
 

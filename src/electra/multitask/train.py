@@ -27,16 +27,16 @@ import torch
 from electra.config import read_config_json
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.finetune.data import batches_from_order, feature_lengths
-from electra.finetune.evaluation import evaluate_splits, primary_key
-from electra.finetune.examples import eval_sets_of, train_examples_of
-from electra.finetune.heads import MultitaskModel, make_head
-from electra.finetune.model_io import load_source, source_dir
-from electra.finetune.results import task_results
-from electra.finetune.resume import check_same_run, data_digest, fingerprint, model_digest
-from electra.finetune.seeds import SeedRunner, SeedScores
-from electra.finetune.settings import FinetuneSettings, learning_rates
-from electra.finetune.training import TrainPlan
+from electra.finetuning.data import batches_from_order, feature_lengths
+from electra.finetuning.evaluation import evaluate_splits, primary_key
+from electra.finetuning.examples import eval_sets_of, train_examples_of
+from electra.finetuning.heads import MultitaskModel, make_head
+from electra.finetuning.model_io import load_source, source_dir
+from electra.finetuning.results import task_results
+from electra.finetuning.resume import check_same_run, data_digest, fingerprint, model_digest
+from electra.finetuning.seeds import SeedRunner, SeedScores
+from electra.finetuning.settings import FinetuneSettings, learning_rates
+from electra.finetuning.training import TrainPlan
 from electra.hub import source_record
 from electra.multitask import distill
 from electra.multitask.mixture import TaskMixture, check_mixable, collate_mixture

@@ -30,7 +30,7 @@ from electra.objectives.masking import SpecialIds
 
 # (numerator count, denominator count) of a logged ratio.
 Ratio = tuple[str, str]
-# What `electra pretrain --init-from` continues for an objective (electra.pretrain.init_from):
+# What `electra pretrain --init-from` continues for an objective (electra.pretraining.init_from):
 # "discriminator+generator": the discriminator, and the generator where the checkpoint has one
 #   or --init-generator names one (ELECTRA);
 # "discriminator": the discriminator; everything else it trains (a generator, heads of its own)

@@ -52,7 +52,7 @@ HELDOUT_PREFIX = "heldout_"
 
 
 def is_heldout(record: dict[str, Any]) -> bool:
-    """Held-out probe records (electra.pretrain.heldout) share metrics.jsonl with the training
+    """Held-out probe records (electra.pretraining.heldout) share metrics.jsonl with the training
     records; they carry `heldout_*` keys and no training loss."""
     return any(k.startswith(HELDOUT_PREFIX) for k in record)
 

@@ -2,7 +2,7 @@
 
 A task turns files into examples, examples into features, features into batches, head outputs
 into losses and predictions, and predictions into metrics and files. The loop
-(`electra.finetune.training`) knows nothing else, so single-task, multi-task and distilled
+(`electra.finetuning.training`) knows nothing else, so single-task, multi-task and distilled
 training are one loop with different targets:
 
     examples = task.read(data_dir, split)          # list[Example], input order; the task's

@@ -4,7 +4,7 @@ Files: DIR/{train,dev,test}-v1.1.json (or v2.0), gzipped or not, or the Hub's la
 (`electra.tasks.hub_layout`). Each example's `label` is its `SquadExample`; features are the
 strided windows of `squad.data` (one example, several windows); the head is XLNet's
 `SquadHead` (head kind "span"; the modern architecture's is BERT's start/end head,
-`electra.finetune.heads.StartEndSpanHead`); post-processing picks one answer per question and
+`electra.finetuning.heads.StartEndSpanHead`); post-processing picks one answer per question and
 scoring runs the official v1.1/v2.0 metrics. Predictions are written in the official JSON
 format ({qid: answer}) plus, for v2.0, the na_prob file the threshold search reads.
 """

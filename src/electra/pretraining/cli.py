@@ -161,7 +161,7 @@ def budget_settings(args) -> dict:
     """`--budget` and `--budget-flops` as their train settings (seconds, FLOPs). A budget given
     clears a --config's other budget, --steps both (`electra.settings.one_length`); a budget
     leaves train.steps as it is."""
-    from electra.pretrain.budget import parse_duration, parse_flops
+    from electra.pretraining.budget import parse_duration, parse_flops
     from electra.settings import one_length
 
     train = {"budget_seconds": parse_duration(args.budget) if args.budget else None,
@@ -188,7 +188,7 @@ def build_pretrain_config(args):
     source = None
     if args.init_from:
         from electra.presets import infer_preset
-        from electra.pretrain.init_from import adopt_checkpoint, find_source
+        from electra.pretraining.init_from import adopt_checkpoint, find_source
 
         source = find_source(args.init_from, args.init_generator, cfg.objective.name,
                              args.revision)
@@ -236,7 +236,7 @@ def _show_pretrain(result: PretrainResult) -> None:
 
 def run_pretrain(args) -> PretrainResult:
     from electra.model.card import add_card_extra, read_card_extra, read_card_license
-    from electra.pretrain.loop import pretrain
+    from electra.pretraining.loop import pretrain
 
     cfg, sources, source = build_pretrain_config(args)
     extra = read_card_extra(args.card_extra)
@@ -263,7 +263,8 @@ def _add_flops(sub) -> None:
                    help="default electra")
     p.add_argument("--steps", type=POSITIVE, setting="train.steps", help="default: the "
                    "preset's (Table 5.1; BERT's step count for mlm)")
-    p.add_argument("--batch-size", type=POSITIVE, setting="train.batch_size")
+    p.add_argument("--batch-size", type=POSITIVE, setting="train.batch_size",
+                   help="examples per step (default: the preset's)")
     p.add_argument("--seq-len", type=POSITIVE, help="default: the preset's")
     p.add_argument("--vocab-size", type=POSITIVE, setting="model.vocab_size",
                    help="default 30522 (BERT's)")
@@ -279,7 +280,7 @@ def _add_flops(sub) -> None:
 def run_flops(args) -> dict:
     """`electra flops`: train_flops, infer_flops and params."""
     from electra.config import PretrainConfig
-    from electra.pretrain.flops_report import flops_report
+    from electra.pretraining.flops_report import flops_report
     from electra.settings import Sources, config_preset, resolve
 
     cfg = PretrainConfig.from_preset(args.preset or config_preset(args.config) or "small")

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.finetune.evaluation import primary_key
-from electra.finetune.examples import data_folder
-from electra.finetune.model_io import source_dir
-from electra.finetune.run import finetune
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.evaluation import primary_key
+from electra.finetuning.examples import data_folder
+from electra.finetuning.model_io import source_dir
+from electra.finetuning.run import finetune
+from electra.finetuning.settings import FinetuneSettings
 from electra.progress import Progress
 from electra.settings import Sources
 from electra.tasks.glue import GLUE_SCORE_TASKS, SPECS, GlueTask, glue_name, glue_score

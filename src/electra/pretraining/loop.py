@@ -29,16 +29,16 @@ from electra.model.card import RunFacts
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.objectives import ObjectiveContext, build_objective, metrics_from_counts
 from electra.precision import autocast, make_scaler, resolve_precision
-from electra.pretrain.budget import TimeBudget, at_fractions, capped_warmup, steps_for_flops
-from electra.pretrain.checkpoint_export import (
+from electra.pretraining.budget import TimeBudget, at_fractions, capped_warmup, steps_for_flops
+from electra.pretraining.checkpoint_export import (
     export_extra,
     export_networks,
     special_ids_for,
     step_flops,
 )
-from electra.pretrain.heldout import HeldoutProbe
-from electra.pretrain.init_from import InitSource, check_vocabulary, load_weights
-from electra.pretrain.step import WholeStep
+from electra.pretraining.heldout import HeldoutProbe
+from electra.pretraining.init_from import InitSource, check_vocabulary, load_weights
+from electra.pretraining.step import WholeStep
 from electra.progress import Progress
 from electra.runtime import checkpoint
 from electra.runtime.distributed import (
@@ -132,7 +132,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
     `report_to`: sinks that also get the metrics (`electra.runtime.sinks`: tensorboard, wandb,
     mlflow); `tensorboard=True` is `report_to=("tensorboard",)`.
-    `init`: start from these weights (`electra.pretrain.init_from`; `cfg.model` must already be
+    `init`: start from these weights (`electra.pretraining.init_from`; `cfg.model` must already be
     the checkpoint's, see `adopt_checkpoint`) instead of random ones. `sources`: where each
     setting came from (`electra.settings.resolve`), for OUT/run.json. `notes`: lines printed on
     stderr once every check has passed. `show_progress`: a `Progress` (`electra.progress`;
@@ -146,7 +146,7 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     exactly.
 
     With `train.budget_seconds` the run's time counts from this call and ends with its export
-    (`electra.pretrain.budget`); with `train.budget_flops` the steps are what the FLOPs buy."""
+    (`electra.pretraining.budget`); with `train.budget_flops` the steps are what the FLOPs buy."""
     from electra.runtime.speed import configure_process_for_speed
 
     started = time.perf_counter()
@@ -584,7 +584,7 @@ def _eager_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> bool |
 
 def _whole_step(run: _Run, batches, window: LogWindow, loop: StepLoop) -> torch.Tensor:
     """One optimizer step as one compiled function (`train.compile_step`, see
-    `electra.pretrain.step`); the schedule advances on the host."""
+    `electra.pretraining.step`); the schedule advances on the host."""
     hosts = [next(batches) for _ in range(run.cfg.train.grad_accum)]
     padded = any(mask_has_padding(h["attention_mask"]) for h in hosts)
     result = run.whole_step([to_device(h, run.info.device) for h in hosts], padded)

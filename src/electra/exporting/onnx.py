@@ -18,7 +18,7 @@ import torch
 
 from electra.architectures import ARCHITECTURES
 from electra.errors import ElectraError, install_hint
-from electra.export.serving import (
+from electra.exporting.serving import (
     INPUT_NAMES,
     Served,
     check_out_dir,
@@ -26,7 +26,7 @@ from electra.export.serving import (
     tokenized_batch,
 )
 from electra.fileutil import staged_dir
-from electra.finetune.model_io import finetuned_config
+from electra.finetuning.model_io import finetuned_config
 from electra.hub import resolve_model_path
 from electra.model.card import default_name, write_model_card
 from electra.model.encoder import known_padding

@@ -9,7 +9,7 @@ file under "dev_na_probs"). OUT/model: the best seed's fine-tuned model.
 OUT/seed<k>/metrics.jsonl: the training curve (window-mean loss, accuracy, lr every `log_every`
 steps) and the dev scores at the last step; with `tensorboard`, the same under
 OUT/tensorboard/seed<k>/. OUT/seed<k>/checkpoints while seed k trains, OUT/seed<k>/seed.json
-once it is done: the same command run again continues (`electra.finetune.resume`).
+once it is done: the same command run again continues (`electra.finetuning.resume`).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from pathlib import Path
 import torch
 
 from electra.fileutil import write_atomic
-from electra.finetune.evaluation import evaluate_splits, primary_key
-from electra.finetune.examples import data_folder, eval_sets_of, train_examples_of
-from electra.finetune.heads import FinetuneModel, check_head
-from electra.finetune.model_io import load_source, source_dir
-from electra.finetune.results import task_results
-from electra.finetune.resume import check_same_run, data_digest, fingerprint, model_digest
-from electra.finetune.seeds import SeedRunner, SeedScores
-from electra.finetune.settings import FinetuneSettings, learning_rates
-from electra.finetune.training import TrainPlan, single_task_plan
+from electra.finetuning.evaluation import evaluate_splits, primary_key
+from electra.finetuning.examples import data_folder, eval_sets_of, train_examples_of
+from electra.finetuning.heads import FinetuneModel, check_head
+from electra.finetuning.model_io import load_source, source_dir
+from electra.finetuning.results import task_results
+from electra.finetuning.resume import check_same_run, data_digest, fingerprint, model_digest
+from electra.finetuning.seeds import SeedRunner, SeedScores
+from electra.finetuning.settings import FinetuneSettings, learning_rates
+from electra.finetuning.training import TrainPlan, single_task_plan
 from electra.hub import source_record
 from electra.precision import device_and_precision
 from electra.presets import finetune_defaults

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from electra.errors import ElectraError
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.settings import FinetuneSettings
 from electra.hub import resolve_data_path
 from electra.tasks import Task
 from electra.tasks.base import Example

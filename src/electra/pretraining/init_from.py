@@ -33,7 +33,7 @@ from electra.model.hf import (
 from electra.model.networks import Discriminator, Generator
 from electra.model_config import FIXED_BY_CHECKPOINT, ModelConfig, fields_marked
 from electra.objectives import REGISTRY, objective_class
-from electra.pretrain.checkpoint_export import model_dir
+from electra.pretraining.checkpoint_export import model_dir
 from electra.settings import Sources
 
 # Model fields a checkpoint fixes (the others, dropout and the initialiser's range for fresh

@@ -120,7 +120,7 @@ def _add_finetune_flags(p, train: bool) -> None:
                    choices=["dissertation", "official"],
                    help="layer depths as the dissertation defines them (head = layer 0; the "
                    "default) or as the official code (an extra pooler slot); see "
-                   "electra.finetune.optim")
+                   "electra.finetuning.optim")
     p.add_argument("--size", setting="finetune.size", choices=SIZES,
                    help="model size for the defaults (default: from the hidden size)")
     p.add_argument("--batch-size", setting="finetune.batch_size",
@@ -165,7 +165,7 @@ def _add_finetune_flags(p, train: bool) -> None:
 def _finetune_settings(args, train: bool):
     """The run's `FinetuneSettings` and where each value came from: defaults, then
     (`finetune` only) --config, the flags given, then --set (`electra.settings`)."""
-    from electra.finetune.settings import FinetuneSettings
+    from electra.finetuning.settings import FinetuneSettings
     from electra.settings import resolve
 
     settings = FinetuneSettings()
@@ -206,7 +206,7 @@ class FinetuneResult:
 
 
 def run_finetune(args) -> FinetuneResult:
-    from electra.finetune.run import finetune
+    from electra.finetuning.run import finetune
     from electra.model.card import add_card_extra, read_card_extra, read_card_license
     from electra.tasks import get_task
     from electra.tasks.hub_layout import parse_label_names
@@ -217,7 +217,7 @@ def run_finetune(args) -> FinetuneResult:
     card_license = read_card_license(args.license)
     progress = show_progress(args.quiet)
     if args.task.lower() == GLUE_SUITE:
-        from electra.finetune.glue_suite import run_glue
+        from electra.finetuning.glue_suite import run_glue
 
         names = args.glue_tasks.split(",") if args.glue_tasks else None
         res = run_glue(args.model, args.data, args.out, settings, names, progress, sources,
@@ -244,7 +244,7 @@ def run_finetune(args) -> FinetuneResult:
 
 def run_evaluate(args) -> dict:
     """`electra evaluate`: the task and its dev scores."""
-    from electra.finetune.predict import evaluate
+    from electra.finetuning.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
                    _finetune_settings(args, train=False)[0], args.max_seq_len,
@@ -255,7 +255,7 @@ def run_evaluate(args) -> dict:
 
 def run_predict(args) -> dict:
     """`electra predict`: the prediction files written."""
-    from electra.finetune.predict import predict
+    from electra.finetuning.predict import predict
 
     written = predict(args.model, args.data, args.out, args.task,
                       _finetune_settings(args, train=False)[0], args.max_seq_len,

@@ -28,7 +28,7 @@ from electra.model.networks import Discriminator
 from electra.objectives.base import ObjectiveContext
 from electra.objectives.generators import build_sampler
 from electra.objectives.masking import SpecialIds, gumbel_sample, select_positions
-from electra.pretrain.budget import at_fractions
+from electra.pretraining.budget import at_fractions
 
 CORRUPTIONS = ("unigram", "uniform")
 DEFAULT_EXAMPLES = 256
@@ -196,7 +196,7 @@ class HeldoutProbe:
         return (total_steps - step) // self.every + 1
 
     def record(self, objective: torch.nn.Module, step: int, flops: float) -> dict[str, float]:
-        from electra.pretrain.evaluate import evaluate_objective
+        from electra.pretraining.evaluate import evaluate_objective
 
         own = evaluate_objective(objective, self.heldout, batch_size=64,
                                  max_examples=self.examples, seed=PROBE_SEED,

@@ -10,7 +10,7 @@ from typing import Any
 
 from electra.config import ModelConfig
 from electra.errors import ElectraError
-from electra.finetune.optim import LR_DECAY_STYLES
+from electra.finetuning.optim import LR_DECAY_STYLES
 from electra.precision import PRECISIONS
 from electra.presets import SIZES, infer_size
 from electra.runtime.sinks import parse_report_to
@@ -27,7 +27,7 @@ def _recipe(default: Any) -> Any:
 class FinetuneSettings:
     lr: float | None = _recipe(None)  # None: from the model size (Table 5.2)
     layerwise_decay: float | None = _recipe(None)  # None: from the model size
-    lr_decay_style: str = "dissertation"  # or "official" (see electra.finetune.optim)
+    lr_decay_style: str = "dissertation"  # or "official" (see electra.finetuning.optim)
     size: str | None = None  # tiny/small/base/large; None: inferred from the hidden size
     epochs: float | None = _recipe(None)  # None: the task's (10 for RTE and STS-B, 3 otherwise)
     batch_size: int = _recipe(32)  # examples per optimizer step, whatever grad_accum is
@@ -43,7 +43,7 @@ class FinetuneSettings:
     max_train_examples: int | None = None  # the first K training examples
     max_eval_examples: int | None = None
     precision: str = "auto"  # electra.precision; results.json records the one used
-    length_sorted: bool = _recipe(True)  # batches of similar length (electra.finetune.data)
+    length_sorted: bool = _recipe(True)  # batches of similar length (electra.finetuning.data)
     device: str = "auto"
     save_all_seeds: bool = False
     log_every: int = 10  # steps between lines of seed<k>/metrics.jsonl

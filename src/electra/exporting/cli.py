@@ -76,7 +76,7 @@ def run_export(args) -> ExportResult:
     args.model = args.model if args.model is not None else args.alias_model
     if args.int8 and not args.onnx:
         raise ElectraError("--int8 goes with --onnx")
-    from electra.pretrain.checkpoint_export import (
+    from electra.pretraining.checkpoint_export import (
         checkpoint_dir,
         export_checkpoint,
         is_checkpoint,
@@ -96,13 +96,13 @@ def run_export(args) -> ExportResult:
     elif not (args.onnx or args.hf):
         raise ElectraError("give --onnx OUT or --hf OUT (or a pre-training checkpoint as MODEL)")
     if args.onnx:
-        from electra.export.onnx import export_onnx
+        from electra.exporting.onnx import export_onnx
 
         report = export_onnx(args.model, args.onnx, task=args.task, int8=args.int8,
                              overwrite=args.overwrite, card_extra=extra, revision=args.revision,
                              card_license=card_license)
         return ExportResult(str(args.onnx), "onnx", report)
-    from electra.export.serving import write_task_dir
+    from electra.exporting.serving import write_task_dir
 
     return ExportResult(str(write_task_dir(args.model, args.task, args.hf,
                                            overwrite=args.overwrite, card_extra=extra,

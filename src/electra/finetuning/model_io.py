@@ -27,7 +27,7 @@ import torch
 
 from electra.errors import ElectraError
 from electra.fileutil import staged_dir
-from electra.finetune.heads import FinetuneModel, MultitaskModel, make_head
+from electra.finetuning.heads import FinetuneModel, MultitaskModel, make_head
 from electra.model import modern_hf
 from electra.model.card import default_name, write_model_card
 from electra.model.hf import (
@@ -66,7 +66,7 @@ def source_dir(model_dir: str | Path, revision: str | None = None) -> Path:
     """The directory fine-tuning reads for `model_dir`: itself, for a Hub id its snapshot in
     the cache (at `revision`), or for a pre-training checkpoint (OUT/checkpoints/step_N) its
     discriminator, exported once to OUT/exports/."""
-    from electra.pretrain.checkpoint_export import main_network_dir
+    from electra.pretraining.checkpoint_export import main_network_dir
 
     return main_network_dir(model_dir, revision)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from electra.errors import ElectraError
 from electra.fileutil import write_atomic
-from electra.finetune.evaluation import evaluate_splits, predict_examples, primary_key
-from electra.finetune.examples import data_folder, eval_sets_of
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.model_io import load_finetuned
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.evaluation import evaluate_splits, predict_examples, primary_key
+from electra.finetuning.examples import data_folder, eval_sets_of
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.model_io import load_finetuned
+from electra.finetuning.settings import FinetuneSettings
 from electra.hub import resolve_model_path, source_record
 from electra.outputs import EVALUATION, PREDICTIONS, check_writable
 from electra.precision import device_and_precision

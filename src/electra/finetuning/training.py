@@ -13,11 +13,11 @@ from pathlib import Path
 import torch
 
 from electra.device import to_device
-from electra.finetune.data import feature_lengths, train_batches
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.optim import build_optimizer
-from electra.finetune.resume import SeedCheckpoints
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.data import feature_lengths, train_batches
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.optim import build_optimizer
+from electra.finetuning.resume import SeedCheckpoints
+from electra.finetuning.settings import FinetuneSettings
 from electra.precision import autocast, make_scaler
 from electra.progress import Progress
 from electra.runtime import checkpoint

@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 
 from electra.device import to_device
-from electra.finetune.data import eval_batches
-from electra.finetune.heads import FinetuneModel
-from electra.finetune.settings import FinetuneSettings
+from electra.finetuning.data import eval_batches
+from electra.finetuning.heads import FinetuneModel
+from electra.finetuning.settings import FinetuneSettings
 from electra.precision import autocast
 from electra.tasks import Task
 from electra.tasks.base import Example

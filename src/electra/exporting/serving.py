@@ -13,8 +13,8 @@ from torch import nn
 
 from electra.errors import ElectraError
 from electra.fileutil import refuse_to_replace, staged_dir
-from electra.finetune.heads import FinetuneModel, MultitaskModel
-from electra.finetune.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
+from electra.finetuning.heads import FinetuneModel, MultitaskModel
+from electra.finetuning.model_io import FINETUNE_FILE, finetuned_files, load_finetuned
 from electra.hub import resolve_model_path, source_record
 from electra.model.card import default_name, write_model_card
 from electra.model.hf import (

@@ -3,7 +3,7 @@ fresh model trained, evaluated and logged, the best one kept under OUT/model. A 
 part by being a `SeedJob`: what differs between commands (the model, what it trains on, how it
 is scored, what the kept model records) is the job's; the rest is the `SeedRunner`'s.
 
-The same command run again continues (`electra.finetune.resume`): finished seeds are read back
+The same command run again continues (`electra.finetuning.resume`): finished seeds are read back
 from their records instead of trained, the seed that was training continues from its last
 checkpoint, and the results and OUT/model are those of a run that never stopped."""
 
@@ -20,16 +20,16 @@ from typing import Protocol
 import torch
 
 from electra.errors import ElectraError
-from electra.finetune.model_io import load_source, read_finetune_info, save_finetuned
-from electra.finetune.resume import (
+from electra.finetuning.model_io import load_source, read_finetune_info, save_finetuned
+from electra.finetuning.resume import (
     SeedCheckpoints,
     metrics_after_resume,
     read_seed_record,
     seed_dir,
     write_seed_record,
 )
-from electra.finetune.settings import FinetuneSettings
-from electra.finetune.training import TrainPlan, train_model
+from electra.finetuning.settings import FinetuneSettings
+from electra.finetuning.training import TrainPlan, train_model
 from electra.model.card import RunFacts, write_model_card
 from electra.progress import Progress
 from electra.runtime.metrics_log import METRICS, MetricsLogger
@@ -138,7 +138,7 @@ class KeepBest:
 class SeedRunner:
     """For each seed: a fresh model from the job, its training, its evaluation, its metrics
     log, and the best model kept under OUT/model; `run` returns one entry per seed. `run_key`:
-    the run's fingerprint (`electra.finetune.resume.fingerprint`), which every seed record and
+    the run's fingerprint (`electra.finetuning.resume.fingerprint`), which every seed record and
     checkpoint carries."""
 
     model_dir: str | Path

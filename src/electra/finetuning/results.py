@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from electra.finetune.evaluation import primary_key
+from electra.finetuning.evaluation import primary_key
 from electra.hub import source_record
 from electra.tasks import Task
 from electra.tasks.base import Example
