@@ -131,6 +131,29 @@ def test_a_flops_budget_buys_exactly_its_steps(data_dir, tmp_path):
     assert settings["train"]["budget_flops"] == 7.5 * per_step  # as asked
 
 
+def test_a_run_is_planned_once_and_changes_no_setting(data_dir, tmp_path):
+    """`pretrain` resolves the precision, the data's vocabulary and the steps a FLOPs budget
+    buys into its plan (electra.pretraining.plan): the caller's configuration is untouched,
+    settings.json keeps what was asked and run.json where and how the run trained."""
+    import copy
+
+    from electra.precision import resolve_precision
+
+    probe = pretrain(_tiny(1, 1), data_dir, tmp_path / "one", device="cpu",
+                     show_progress=False)
+    cfg = _tiny(1000, 1, budget_flops=3.5 * probe["flops"], warmup_steps=1000)
+    cfg.train.precision = "auto"
+    before = copy.deepcopy(cfg)
+    summary = pretrain(cfg, data_dir, tmp_path / "out", device="cpu", show_progress=False)
+    assert cfg == before and summary["steps"] == 3
+    settings = json.loads((tmp_path / "out" / "settings.json").read_text())
+    native = resolve_precision("auto", torch.device("cpu"))  # fp32, or bf16 where native
+    assert (settings["train"]["steps"], settings["train"]["precision"]) == (1000, native)
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["run"] == {"device": "cpu", "world_size": 1, "precision": native,
+                          "requested_precision": "auto", "resumed": False, "report_to": []}
+
+
 def _logged(out, key="lr"):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()
             if f'"{key}"' in line]
@@ -240,7 +263,10 @@ def test_a_resumed_run_keeps_the_precision_it_trained_in(data_dir, tmp_path):
     cfg = _tiny(3, 1)
     assert cfg.train.precision == "auto"
     pretrain(cfg, data_dir, tmp_path / "out", resume=True, device="cpu", show_progress=False)
-    assert cfg.train.precision == "fp16"
+    run = json.loads((tmp_path / "out" / "run.json").read_text())["run"]
+    assert (run["precision"], run["requested_precision"], run["resumed"]) == \
+        ("fp16", "fp16", True)
+    assert cfg.train.precision == "auto"  # the plan's, not the caller's
     assert "loss_scale" in _logged(tmp_path / "out")[-1]
 
 

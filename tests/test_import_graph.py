@@ -274,3 +274,17 @@ def test_an_upward_import_is_reported(tmp_path):
     })
     assert upward_imports(import_edges(modules)) == [
         "electra.runtime.skeleton (components) imports electra.pretraining.loop (loops)"]
+
+
+def test_no_function_is_longer_than_80_lines():
+    """A function longer than a screen is split into named steps (docs/development.md)."""
+    import ast
+
+    long = []
+    for path in sorted((SRC / "electra").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} {lines}")
+    assert long == []

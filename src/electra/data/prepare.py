@@ -140,18 +140,15 @@ def prepare_corpus(
     workers = default_workers() if workers is None else workers
     _check_arguments(seq_len, heldout_fraction, max_heldout_documents, shard_tokens,
                      batch_docs, workers, num_parts, part_index)
-    if isinstance(corpus, (str, Path)):
-        corpus = [corpus]
+    corpus = [corpus] if isinstance(corpus, (str, Path)) else corpus
     out = Path(out_dir)
     check_out_dir(out, overwrite)
     corpus_files(corpus)  # fail on a missing path before any work
     tokenizer_dir = resolve_model_path(tokenizer_dir, revision, "--tokenizer")  # an id's snapshot
     snapshot = snapshot_of(tokenizer_dir)
     info = tokenizer_info(load_tokenizer(tokenizer_dir))  # refuses a tokenizer lacking a role
-    specials = dict(info.special_ids)
-    vocab_size = info.vocab_size
     checksum = vocab_checksum(tokenizer_dir)
-    dtype = np.uint16 if vocab_size <= 2**16 else np.uint32
+    dtype = np.uint16 if info.vocab_size <= 2**16 else np.uint32
 
     with staged_dir(out) as tmp:
         with writing(out, "the tokenizer files"):
@@ -159,47 +156,25 @@ def prepare_corpus(
         splits = ["train", "heldout"] if heldout_fraction > 0 else ["train"]
         writers = {name: _ShardWriter(tmp, name, shard_tokens, seq_len, dtype, out)
                    for name in splits}
-        packing = Packing(seq_len, specials["cls"], specials["sep"], seed, np.dtype(dtype).name)
+        packing = Packing(seq_len, info.special_ids["cls"], info.special_ids["sep"], seed,
+                          np.dtype(dtype).name)
         documents = split_documents(lambda: iter_documents(corpus, text_field=text_field),
                                     seed, heldout_fraction, max_heldout_documents)
         chunks = _chunks(((index, doc, heldout) for index, (doc, heldout) in enumerate(documents)
                           if index % num_parts == part_index), batch_docs)
-        packed = _pack_in_order(chunks, tokenizer_dir, packing, workers)
-        with closing(packed), CountProgress(show_progress, "preparing") as progress:
-            for parts in packed:
-                for split, part in parts.items():
-                    writers[split].add(part)
-                    progress.update(part.documents, len(part.tokens))
-            for writer in writers.values():  # the last shards: "done" once they are written
-                writer.close()
+        _write_shards(_pack_in_order(chunks, tokenizer_dir, packing, workers), writers,
+                      show_progress)
         if "heldout" in writers and writers["heldout"].num_documents == 0:
             del writers["heldout"]  # a corpus below MIN_HELDOUT_CORPUS documents
         if writers["train"].num_examples == 0 and num_parts == 1:
-            raise ElectraError(
-                f"corpus produced no training examples: {', '.join(map(str, corpus))}"
-            )
+            raise ElectraError(f"corpus produced no training examples: "
+                               f"{', '.join(map(str, corpus))}")
 
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "electra_version": __version__,
-            "seq_len": seq_len,
-            "vocab_size": vocab_size,
-            "vocab_checksum": checksum,
-            "special_token_ids": specials,
-            "special_tokens": dict(info.special_tokens),
-            "tokenizer_kind": info.kind,
-            "token_dtype": np.dtype(dtype).name,
-            "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
-            **({"tokenizer_hub_id": snapshot.repo_id, "tokenizer_revision": snapshot.commit}
-               if snapshot else {}),
-            "tokenizer": "tokenizer",
-            "corpus": [str(Path(p).resolve()) for p in corpus],
-            "settings": {"seed": seed, "heldout_fraction": heldout_fraction,
-                         "max_heldout_documents": max_heldout_documents,
-                         "text_field": text_field, "shard_tokens": shard_tokens},
-            "splits": {name: writer.summary() for name, writer in writers.items()},
-        }
+        manifest = _manifest(info, checksum, snapshot, tokenizer_dir, seq_len, dtype, corpus,
+                             {"seed": seed, "heldout_fraction": heldout_fraction,
+                              "max_heldout_documents": max_heldout_documents,
+                              "text_field": text_field, "shard_tokens": shard_tokens},
+                             writers)
         if num_parts > 1:
             manifest["part"] = {"index": part_index, "count": num_parts}
         # The manifest is written last: its presence marks a complete data directory.
@@ -207,6 +182,44 @@ def prepare_corpus(
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
     return manifest
+
+
+def _write_shards(packed, writers: dict[str, _ShardWriter],
+                  show_progress: bool | Progress) -> None:
+    """Each packed part into its split's shards, in corpus order, counting the progress."""
+    with closing(packed), CountProgress(show_progress, "preparing") as progress:
+        for parts in packed:
+            for split, part in parts.items():
+                writers[split].add(part)
+                progress.update(part.documents, len(part.tokens))
+        for writer in writers.values():  # the last shards: "done" once they are written
+            writer.close()
+
+
+def _manifest(info, checksum: str, snapshot, tokenizer_dir: str | Path, seq_len: int, dtype,
+              corpus: Sequence[str | Path], settings: dict[str, Any],
+              writers: dict[str, _ShardWriter]) -> dict[str, Any]:
+    """manifest.json: the format, the tokenizer (its special tokens, checksum and where it came
+    from), the corpus, the settings and each split's shards."""
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "electra_version": __version__,
+        "seq_len": seq_len,
+        "vocab_size": info.vocab_size,
+        "vocab_checksum": checksum,
+        "special_token_ids": dict(info.special_ids),
+        "special_tokens": dict(info.special_tokens),
+        "tokenizer_kind": info.kind,
+        "token_dtype": np.dtype(dtype).name,
+        "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
+        **({"tokenizer_hub_id": snapshot.repo_id, "tokenizer_revision": snapshot.commit}
+           if snapshot else {}),
+        "tokenizer": "tokenizer",
+        "corpus": [str(Path(p).resolve()) for p in corpus],
+        "settings": settings,
+        "splits": {name: writer.summary() for name, writer in writers.items()},
+    }
 
 
 def _check_arguments(seq_len: int, heldout_fraction: float, max_heldout_documents: int,

@@ -100,8 +100,12 @@ def _add_finetune_flags(p, train: bool) -> None:
                    type=POSITIVE, help="score only the first K dev examples")
     add_precision_flags(p, setting="finetune.precision")
     add_device_flag(p, default=None, setting="finetune.device")
-    if not train:
-        return
+    if train:
+        _add_training_flags(p)
+
+
+def _add_training_flags(p) -> None:
+    """`finetune`'s own: seeds, the recipe, user tasks' columns, SQuAD's windows, logging."""
     p.add_argument("--seeds", setting="finetune.seeds",
                    type=POSITIVE, help="fine-tunings from the same checkpoint; "
                    "results report their median (default 1; the papers use 10)")

@@ -164,8 +164,6 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
     correct = seen = 0
     window = LogWindow()
     batches = EpochBatches(plan.epoch, seed)
-    micro_size = settings.batch_size // settings.grad_accum
-    units = getattr(plan.objective, "loss_units", lambda b: len(b["input_ids"]))
     start, overflows = 0, (0, 0)
     if checkpoints is not None and checkpoints.resume_from is not None:
         start = checkpoint.load(checkpoints.resume_from, model, opt, sched, 0,
@@ -190,16 +188,8 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
             idx = next(batches)
             progress = loop.step / total
             step_lr = update.lr  # the head's
-            if len(idx) <= micro_size:
-                batch = to_device(plan.collate(idx, progress), device)
-                loss, logits, applied = train_step(model, plan.objective, batch, loop, update,
-                                                   settings.precision)
-                counts = plan.objective.hits(logits, batch) if applied else (0, 0)
-            else:
-                micro = [(to_device(b, device), w) for b, w in micro_batches(
-                    idx, plan.collate, progress, micro_size, units)]
-                loss, counts, applied = accumulated_step(model, plan.objective, micro, loop,
-                                                         update, settings.precision)
+            loss, counts, applied = _optimizer_step(model, plan, idx, progress, settings, device,
+                                                    loop, update)
             if applied:  # an fp16 step skipped for an overflow counts in no metric
                 value = float(loss)
                 running = value if running is None else 0.95 * running + 0.05 * value
@@ -227,6 +217,22 @@ def train_model(model, plan: TrainPlan, settings: FinetuneSettings, lr: float, d
                     f"checkpoint {saved} written; run the same command again to continue"
                     if saved is not None else "no checkpoint written"))
     return float(running or 0.0), loop.step
+
+
+def _optimizer_step(model, plan: TrainPlan, idx, progress: float, settings: FinetuneSettings,
+                    device: torch.device, loop: StepLoop, update: Update):
+    """One optimizer step on the examples `idx`, in `settings.grad_accum` micro-batches where
+    there are more than one: (loss, (hits, labels), whether the update was applied)."""
+    micro_size = settings.batch_size // settings.grad_accum
+    if len(idx) <= micro_size:
+        batch = to_device(plan.collate(idx, progress), device)
+        loss, logits, applied = train_step(model, plan.objective, batch, loop, update,
+                                           settings.precision)
+        return loss, plan.objective.hits(logits, batch) if applied else (0, 0), applied
+    units = getattr(plan.objective, "loss_units", lambda b: len(b["input_ids"]))
+    micro = [(to_device(b, device), w) for b, w in micro_batches(
+        idx, plan.collate, progress, micro_size, units)]
+    return accumulated_step(model, plan.objective, micro, loop, update, settings.precision)
 
 
 def _train_record(total: dict[str, float], steps: int) -> dict[str, float]:

@@ -70,6 +70,14 @@ def _add_pretrain(sub) -> None:
                    required=True, help="the run's folder: settings.json, run.json, "
                    "metrics.jsonl, checkpoints/, final/ (a new folder, or this run's with "
                    "--resume)")
+    _add_length_flags(p)
+    _add_step_flags(p)
+    _add_run_flags(p)
+    p.runs(run_pretrain, _show_pretrain)
+
+
+def _add_length_flags(p) -> None:
+    """How long a run trains and at what rate: steps or a budget, batch, learning rate."""
     p.add_argument("--steps", type=POSITIVE, setting="train.steps",
                    help="optimizer steps (default: the preset's); or "
                    "give a budget instead")
@@ -95,6 +103,10 @@ def _add_pretrain(sub) -> None:
                    f"(default: the preset's; tiny {_TINY.warmup_steps})")
     p.add_argument("--seed", type=NON_NEGATIVE, setting="train.seed",
                    help=f"default {_TRAIN.seed}")
+
+
+def _add_step_flags(p) -> None:
+    """How each step runs: precision, the non-finite guard, compiling."""
     add_precision_flags(p, setting="train.precision")
     p.add_argument("--skip-nonfinite", action="store_true", setting="train.skip_nonfinite",
                    help="skip a step whose loss or "
@@ -110,6 +122,11 @@ def _add_pretrain(sub) -> None:
                    "on CUDA (train.compile_step; compiles once per run; one process, torch >= "
                    "2.11, not fp16; opt-in: 0.88-0.90x the eager step on a CPU, not yet timed "
                    "on a GPU, docs/speed.md)")
+
+
+def _add_run_flags(p) -> None:
+    """What the run writes and where: logs, probes, checkpoints, settings, resuming, sinks,
+    model cards."""
     p.add_argument("--log-every", type=POSITIVE, setting="train.log_every",
                    help=f"steps between lines of OUT/metrics.jsonl (default {_TRAIN.log_every})")
     p.add_argument("--eval-every", type=NON_NEGATIVE, setting="train.eval_every",
@@ -134,7 +151,6 @@ def _add_pretrain(sub) -> None:
                    metavar="FILE", help="a markdown file appended to the "
                    "model card (README.md) of each OUT/final/ folder")
     add_license_flag(p, "each OUT/final/ folder's")
-    p.runs(run_pretrain, _show_pretrain)
 
 
 def resolve_pretrain_settings(args, preset: str | None):

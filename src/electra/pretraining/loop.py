@@ -8,6 +8,7 @@ do not depend on the hardware.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import sys
 import time
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from electra.config import PretrainConfig, TrainConfig, with_precision
+from electra.config import PretrainConfig, TrainConfig
 from electra.data.dataset import PretrainingDataset, check_batchable, iterate_batches
 from electra.device import backend_of, to_device
 from electra.errors import ElectraError
@@ -28,8 +29,8 @@ from electra.fileutil import reported_write_failures, space_advice
 from electra.model.card import RunFacts
 from electra.model.encoder import compile_layers, known_padding, mask_has_padding
 from electra.objectives import ObjectiveContext, build_objective, metrics_from_counts
-from electra.precision import autocast, make_scaler, resolve_precision
-from electra.pretraining.budget import TimeBudget, at_fractions, capped_warmup, steps_for_flops
+from electra.precision import autocast, make_scaler
+from electra.pretraining.budget import TimeBudget, at_fractions, capped_warmup
 from electra.pretraining.checkpoint_export import (
     export_extra,
     export_networks,
@@ -38,6 +39,14 @@ from electra.pretraining.checkpoint_export import (
 )
 from electra.pretraining.heldout import HeldoutProbe
 from electra.pretraining.init_from import InitSource, check_vocabulary, load_weights
+from electra.pretraining.plan import (
+    AUTO,
+    UNPLANNED_STEPS,
+    RunPlan,
+    make_plan,
+    requested_precision,
+    wants_resume,
+)
 from electra.pretraining.step import WholeStep
 from electra.progress import Progress
 from electra.runtime import checkpoint
@@ -61,23 +70,6 @@ from electra.settings import (
     write_run_record,
     write_settings,
 )
-
-# A time-budgeted run's step count until its first steps are timed and its plan made.
-UNPLANNED_STEPS = 10**12
-
-
-# `resume`: False (OUT must be new), True (OUT must hold the run: --resume) or AUTO (continue
-# OUT's run where there is one, else start it: the one command a requeue script runs).
-AUTO = "auto"
-
-
-def wants_resume(resume: bool | str, out: Path) -> bool:
-    """Whether this call continues a run: `resume` as `pretrain` takes it, decided on OUT."""
-    if resume == AUTO:
-        return holds_run(out)
-    if not isinstance(resume, bool):
-        raise ElectraError(f"resume: expected true, false or {AUTO!r}, got {resume!r}")
-    return resume
 
 
 def continue_hint(resume: bool | str) -> str:
@@ -113,16 +105,6 @@ def _schedule_notes(tc: TrainConfig) -> list[str]:
     return []
 
 
-def saved_precision(out: Path) -> str | None:
-    """The precision a run in OUT trained in (a run written before `train.precision`
-    recorded `train.bf16`), or None."""
-    try:
-        precision = with_precision(read_run(out)[0]["train"]).get("precision")
-    except (ElectraError, KeyError, TypeError, AttributeError):
-        return None
-    return precision if precision != "auto" else None
-
-
 def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              resume: bool | str = False, device: str = "auto",
              show_progress: bool | Progress = True,
@@ -150,32 +132,27 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
     from electra.runtime.speed import configure_process_for_speed
 
     started = time.perf_counter()
-
-    asked, resume = resume, wants_resume(resume, Path(out_dir))
+    data_dir, out = Path(data_dir), Path(out_dir)
     report_to = tuple(dict.fromkeys([*report_to, *(["tensorboard"] if tensorboard else [])]))
     require_sinks(report_to)
     configure_process_for_speed()
-    tc = cfg.train
-    if resume and tc.precision == "auto":  # a resumed run keeps the precision it trained in
-        tc.precision = saved_precision(Path(out_dir)) or "auto"
-    info = init_distributed(device, bf16=tc.precision == "bf16")
-    requested, tc.precision = tc.precision, resolve_precision(tc.precision, info.device)
-    if tc.compile_step and requested == "auto" and tc.precision == "fp16":
-        tc.precision = "fp32"  # what the compiled step takes where bf16 is not native
+    requested = requested_precision(cfg, wants_resume(resume, out), out)
+    info = init_distributed(device, bf16=requested == "bf16")
     try:
-        return _pretrain(cfg, Path(data_dir), Path(out_dir), resume, info, show_progress,
-                         report_to, init, started, sources, notes, asked)
+        data = PretrainingDataset(data_dir)
+        plan = make_plan(cfg, data, data_dir, out, resume, requested, info, report_to)
+        return _pretrain(plan, data, info, show_progress, init, started, sources, notes)
     finally:
         cleanup(info)
 
 
 @dataclass
 class _Run:
-    """What set-up hands to the steps and the export: one run's data, networks and state."""
+    """What set-up hands to the steps and the export: one run's plan, data, networks and
+    state. `steps` and `warmup_steps` are the schedule's length: the plan's, or a time
+    budget's as it plans them (`_follow_budget`)."""
 
-    cfg: PretrainConfig
-    data_dir: Path
-    out: Path
+    plan: RunPlan
     info: DistInfo
     data: PretrainingDataset
     context: ObjectiveContext
@@ -186,27 +163,42 @@ class _Run:
     skipped: int
     latest: Path | None
     step_flops: int
+    steps: int
+    warmup_steps: int
     init: InitSource | None = None
     sources: Sources | None = None
     whole_step: WholeStep | None = None  # train.compile_step
     overflows: int = 0  # fp16 updates skipped for an overflow, before this process
     budget: TimeBudget | None = None  # train.budget_seconds
     planned: bool = True  # False until a time budget's steps are planned
-    asked: bool | str = False  # `resume` as the caller gave it ("auto": the one command)
+
+    @property
+    def cfg(self) -> PretrainConfig:
+        return self.plan.cfg
+
+    @property
+    def out(self) -> Path:
+        return self.plan.out
+
+    @property
+    def data_dir(self) -> Path:
+        return self.plan.data_dir
+
+    @property
+    def asked(self) -> bool | str:
+        return self.plan.asked_resume
 
 
-def _pretrain(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
-              show_progress: bool | Progress, report_to: Sequence[str] = (),
-              init: InitSource | None = None, started: float | None = None,
-              sources: Sources | None = None, notes: Sequence[str] = (),
-              asked: bool | str = False) -> dict[str, Any]:
-    run = _set_up(cfg, data_dir, out, resume, info, init, started, sources, notes)
-    run.asked = asked
-    summary = _train_steps(run, show_progress, report_to)
+def _pretrain(plan: RunPlan, data: PretrainingDataset, info: DistInfo,
+              show_progress: bool | Progress, init: InitSource | None = None,
+              started: float | None = None, sources: Sources | None = None,
+              notes: Sequence[str] = ()) -> dict[str, Any]:
+    run = _set_up(plan, data, info, init, started, sources, notes)
+    summary = _train_steps(run, show_progress, plan.report_to)
     with _phase(run.budget, "export"):
         summary["final"] = _export(run)
     barrier(info)
-    if cfg.train.budgeted:
+    if plan.cfg.train.budgeted:
         summary["budget"] = _budget_report(run, summary)
         if info.is_main:
             _write_run_record(run, {"budget": summary["budget"]})
@@ -217,7 +209,7 @@ def _budget_report(run: _Run, summary: dict[str, Any]) -> dict[str, Any]:
     """What a budgeted run bought: the budget, the steps, tokens and FLOPs reached and (for a
     time budget) the time of each phase and the plans made."""
     tc = run.cfg.train
-    report: dict[str, Any] = {"steps": run.step, "warmup_steps": tc.warmup_steps,
+    report: dict[str, Any] = {"steps": run.step, "warmup_steps": run.warmup_steps,
                               "tokens": run.step * tc.batch_size * run.data.seq_len,
                               "flops": summary["flops"]}
     if tc.budget_flops is not None:
@@ -229,40 +221,79 @@ def _budget_report(run: _Run, summary: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: DistInfo,
+def _set_up(plan: RunPlan, data: PretrainingDataset, info: DistInfo,
             init: InitSource | None = None, started: float | None = None,
             sources: Sources | None = None, notes: Sequence[str] = ()) -> _Run:
     """Check data, config and OUT; build the objective (from `init`'s weights when given) and
     its optimizer; restore a checkpoint when resuming; write OUT/settings.json and OUT/run.json
     (only once nothing can be refused any more)."""
-    data = PretrainingDataset(data_dir)
-    cfg.model.vocab_size = data.vocab_size
-    cfg.model.pad_token_id = data.pad_id  # config.json's pad_token_id: the tokenizer's
+    cfg, out, tc = plan.cfg, plan.out, plan.cfg.train
+    _check_plan(plan, data, info, init)
+    torch.manual_seed(tc.seed)  # identical initial weights on every rank
+    context = ObjectiveContext(special=special_ids_for(plan.data_dir),
+                               token_counts=data.token_counts)
+    objective = build_objective(cfg.model, cfg.objective, context=context)
+    latest = checkpoint.find_latest(out) if plan.resume else None
+    if init is not None and latest is None:  # a resumed run's weights are in its checkpoint
+        load_weights(objective, init)
+    objective.to(info.device)
+    if tc.compile and not tc.compile_step:
+        compile_layers(objective)
+    optimizer = build_optimizer(objective, tc)  # fused on CUDA (adamw_impl)
+    scheduler = build_scheduler(optimizer, tc)
+    torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
+    update = Update(optimizer, scheduler, [p for p in objective.parameters() if p.requires_grad],
+                    tc.max_grad_norm, tc.skip_nonfinite, scaler=make_scaler(info.device,
+                                                                            tc.precision))
+    restored = _restore(plan, latest, objective, update, info)
+    budget = _time_budget(plan, restored.meta, started, objective)
+    # A run stopped after its last checkpoint but before its export resumes to export only.
+    exported = all((out / "final" / name / "model.safetensors").is_file()
+                   for name in objective.exportable())
+    if plan.resume and (restored.step > restored.steps
+                        or (restored.step == restored.steps and exported)):
+        raise ElectraError(f"{out}: already trained {restored.step} steps (>= --steps "
+                           f"{restored.steps})")
+    # Written only now, so that a resume refused above leaves OUT as it was.
+    barrier(info)  # every rank checks OUT before rank 0 writes into it
+    if info.is_main:
+        for note in [*notes, *(init.notes if init is not None else ()), *_schedule_notes(tc)]:
+            print(f"note: {note}", file=sys.stderr)
+    whole_step = (WholeStep(objective, optimizer, tc.max_grad_norm, tc.precision,
+                            _window_values, compile=True, device=info.device)
+                  if tc.compile_step else None)
+    run = _Run(plan, info, data, context, objective, _distributed(objective, info), update,
+               restored.step, restored.skipped, latest, step_flops(cfg, data.seq_len),
+               restored.steps, restored.warmup_steps, init, sources, whole_step,
+               restored.overflows, budget,
+               planned=budget is None or restored.steps != UNPLANNED_STEPS)
+    if info.is_main:
+        _write_run_files(run, plan.asked, fresh=latest is None and not holds_run(out))
+    if budget is not None:
+        budget.phases["set_up"] = budget.phases.get("set_up", 0.0) + (
+            time.perf_counter() - budget.started)
+    return run
+
+
+def _check_plan(plan: RunPlan, data: PretrainingDataset, info: DistInfo,
+                init: InitSource | None) -> None:
+    """What the run's data, configuration and OUT must be, each refused in one line before
+    anything is built or written."""
+    cfg, tc = plan.cfg, plan.cfg.train
     if data.seq_len > cfg.model.max_position_embeddings:
-        raise ElectraError(f"{data_dir}: sequence length {data.seq_len} exceeds "
+        raise ElectraError(f"{plan.data_dir}: sequence length {data.seq_len} exceeds "
                            f"model.max_position_embeddings ({cfg.model.max_position_embeddings}"
                            f", preset {cfg.preset}); prepare shorter sequences or use a preset "
                            f"with more positions (the modern ones have 8192)")
     if init is not None:
-        check_vocabulary(init, data_dir, data.vocab_checksum, data.vocab_size)
-    cfg.validate()
+        check_vocabulary(init, plan.data_dir, data.vocab_checksum, data.vocab_size)
     cfg.model.arch.load("transformers")  # a run ends in its export: refused now, not then
-    tc = cfg.train
     per_step = info.world_size * tc.grad_accum
     if tc.batch_size % per_step:
         raise ElectraError(f"train.batch_size {tc.batch_size} is not divisible by processes x "
                            f"grad_accum = {per_step}")
     check_batchable(data, tc.batch_size // per_step, info.world_size)
-    _check_run_dir(out, cfg, data, data_dir, resume)
-    settings = cfg.to_dict()  # as asked: a budget's plan is the run's, in run.json
-
-    torch.manual_seed(tc.seed)  # identical initial weights on every rank
-    context = ObjectiveContext(special=special_ids_for(data_dir), token_counts=data.token_counts)
-    objective = build_objective(cfg.model, cfg.objective, context=context)
-    latest = checkpoint.find_latest(out) if resume else None
-    if init is not None and latest is None:  # a resumed run's weights are in its checkpoint
-        load_weights(objective, init)
-    objective.to(info.device)
+    _check_run_dir(plan.out, cfg, data, plan.data_dir, plan.resume)
     if tc.compile_step and info.enabled:
         raise ElectraError("train.compile_step compiles one process's whole step; under "
                            "torchrun use train.compile (the layers) instead")
@@ -270,83 +301,76 @@ def _set_up(cfg: PretrainConfig, data_dir: Path, out: Path, resume: bool, info: 
         raise ElectraError("train.compile_step does not take fp16 (its loss scaling decides "
                            "on the host); use --precision fp32 (or bf16 where it is native), or "
                            "drop --compile-step")
-    if tc.compile and not tc.compile_step:
-        compile_layers(objective)
-    flops_per_step = step_flops(cfg, data.seq_len)
-    if tc.budget_flops is not None:  # exact: the steps the FLOPs buy
-        tc.steps = steps_for_flops(tc.budget_flops, flops_per_step)
-        tc.warmup_steps = capped_warmup(tc.warmup_steps, tc.steps)
-    elif tc.budget_seconds is not None:  # planned once the first steps are timed
-        tc.steps = UNPLANNED_STEPS
-    optimizer = build_optimizer(objective, tc)  # fused on CUDA (adamw_impl)
-    scheduler = build_scheduler(optimizer, tc)
-    torch.manual_seed(tc.seed * 1000 + info.rank)  # masking/dropout streams differ per rank
 
-    scaler = make_scaler(info.device, tc.precision)
-    step = skipped = overflows = 0
-    meta: dict[str, Any] = {}
-    if latest is not None:
-        step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
-                               world_size=info.world_size, scaler=scaler)
-        meta = checkpoint.read_meta(latest)
-        skipped = int(meta.get("skipped_nonfinite", 0))
-        overflows = int(meta.get("skipped_overflow", 0))
-        schedule = schedule_of(scheduler)
-        if tc.budget_seconds is not None:  # the plan the run made, in its schedule
-            tc.steps, tc.warmup_steps = schedule.total, schedule.warmup
-        elif schedule.changed_at is None:  # a resume may ask for more steps (or another
-            schedule.warmup, schedule.total = tc.warmup_steps, tc.steps  # warm-up) as before
-            for group, base in zip(optimizer.param_groups, scheduler.base_lrs, strict=True):
-                group["lr"] = base * schedule(scheduler.last_epoch)  # the next step's, now
-        elif (schedule.total, schedule.warmup) != (tc.steps, tc.warmup_steps):
-            raise ElectraError(f"{out}: this run's time budget planned {schedule.total} steps "
-                               f"({schedule.warmup} of warm-up); resume it with the same "
-                               f"--budget, or with --steps {schedule.total} --warmup-steps "
-                               f"{schedule.warmup}")
-    budget = planned = None
-    if tc.budget_seconds is not None:
-        budget = TimeBudget.resumed(tc.budget_seconds, out, meta) if resume else TimeBudget(
-            tc.budget_seconds)
-        if started is not None:  # this process's set-up counts too
-            budget.started = started
-        budget.model_bytes = sum(p.numel() * p.element_size() for p in objective.parameters())
-        planned = tc.steps != UNPLANNED_STEPS
-    # A run stopped after its last checkpoint but before its export resumes to export only.
-    exported = all((out / "final" / name / "model.safetensors").is_file()
-                   for name in objective.exportable())
-    if resume and (step > tc.steps or (step == tc.steps and exported)):
-        raise ElectraError(f"{out}: already trained {step} steps (>= --steps {tc.steps})")
-    # Written only now, so that a resume refused above leaves OUT as it was.
-    barrier(info)  # every rank checks OUT before rank 0 writes into it
-    if info.is_main:
-        for note in [*notes, *(init.notes if init is not None else ()),
-                     *_schedule_notes(tc)]:
-            print(f"note: {note}", file=sys.stderr)
 
-    # An objective whose phases leave some networks idle (two-stage) asks DDP to allow it.
-    # gradient_as_bucket_view: the gradients are views into DDP's all-reduce buckets, which
-    # saves a gradient-sized copy (memory and time) every step.
-    model = (DistributedDataParallel(objective, device_ids=[info.device.index]
-                                     if backend_of(info.device).indexed else None,
-                                     find_unused_parameters=getattr(
-                                         objective, "find_unused_parameters", False),
-                                     gradient_as_bucket_view=True)
-             if info.enabled else objective)
-    update = Update(optimizer, scheduler, [p for p in objective.parameters() if p.requires_grad],
-                    tc.max_grad_norm, tc.skip_nonfinite, scaler=scaler)
-    whole_step = None
-    if tc.compile_step:
-        whole_step = WholeStep(objective, optimizer, tc.max_grad_norm, tc.precision,
-                               _window_values, compile=True, device=info.device)
-    run = _Run(cfg, data_dir, out, info, data, context, objective, model, update, step,
-               skipped, latest, flops_per_step, init, sources, whole_step, overflows, budget,
-               planned is not False)
-    if info.is_main:
-        _write_run_files(run, settings, fresh=latest is None and not holds_run(out))
-    if budget is not None:
-        budget.phases["set_up"] = budget.phases.get("set_up", 0.0) + (
-            time.perf_counter() - budget.started)
-    return run
+@dataclass(frozen=True)
+class _Restored:
+    """Where a run starts: step 0, or a checkpoint's step, counters and meta; and the
+    schedule's length it continues with."""
+
+    step: int
+    steps: int
+    warmup_steps: int
+    skipped: int = 0
+    overflows: int = 0
+    meta: dict = dataclasses.field(default_factory=dict)
+
+
+def _restore(plan: RunPlan, latest: Path | None, objective: torch.nn.Module, update: Update,
+             info: DistInfo) -> _Restored:
+    """Load the latest checkpoint into the networks, optimizer, schedule and loss scale. A
+    time-budgeted run continues with the plan its schedule holds; another may ask for more
+    steps (or another warm-up) than before, unless a time budget once planned its schedule."""
+    tc = plan.cfg.train
+    if latest is None:
+        return _Restored(0, tc.steps, tc.warmup_steps)
+    optimizer, scheduler = update.optimizer, update.scheduler
+    step = checkpoint.load(latest, objective, optimizer, scheduler, info.rank,
+                           world_size=info.world_size, scaler=update.scaler)
+    meta = checkpoint.read_meta(latest)
+    counts = {"skipped": int(meta.get("skipped_nonfinite", 0)),
+              "overflows": int(meta.get("skipped_overflow", 0)), "meta": meta}
+    schedule = schedule_of(scheduler)
+    if tc.budget_seconds is not None:  # the plan the run made, in its schedule
+        return _Restored(step, schedule.total, schedule.warmup, **counts)
+    if schedule.changed_at is None:
+        schedule.warmup, schedule.total = tc.warmup_steps, tc.steps
+        for group, base in zip(optimizer.param_groups, scheduler.base_lrs, strict=True):
+            group["lr"] = base * schedule(scheduler.last_epoch)  # the next step's, now
+    elif (schedule.total, schedule.warmup) != (tc.steps, tc.warmup_steps):
+        raise ElectraError(f"{plan.out}: this run's time budget planned {schedule.total} steps "
+                           f"({schedule.warmup} of warm-up); resume it with the same "
+                           f"--budget, or with --steps {schedule.total} --warmup-steps "
+                           f"{schedule.warmup}")
+    return _Restored(step, tc.steps, tc.warmup_steps, **counts)
+
+
+def _time_budget(plan: RunPlan, meta: dict, started: float | None,
+                 objective: torch.nn.Module) -> TimeBudget | None:
+    """A time-budgeted run's clock: from this process's start, with a resumed run's time
+    already spent (its checkpoint's meta)."""
+    seconds = plan.cfg.train.budget_seconds
+    if seconds is None:
+        return None
+    budget = (TimeBudget.resumed(seconds, plan.out, meta) if plan.resume
+              else TimeBudget(seconds))
+    if started is not None:  # this process's set-up counts too
+        budget.started = started
+    budget.model_bytes = sum(p.numel() * p.element_size() for p in objective.parameters())
+    return budget
+
+
+def _distributed(objective: torch.nn.Module, info: DistInfo) -> torch.nn.Module:
+    """The objective under DDP when there are several processes. An objective whose phases
+    leave some networks idle (two-stage) asks DDP to allow it. gradient_as_bucket_view: the
+    gradients are views into DDP's all-reduce buckets, which saves a gradient-sized copy
+    (memory and time) every step."""
+    if not info.enabled:
+        return objective
+    return DistributedDataParallel(
+        objective, device_ids=[info.device.index] if backend_of(info.device).indexed else None,
+        find_unused_parameters=getattr(objective, "find_unused_parameters", False),
+        gradient_as_bucket_view=True)
 
 
 def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[str]
@@ -370,13 +394,13 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
     last_record: dict[str, Any] = {}
     start_time = time.perf_counter()
     run.model.train()
-    with logger, StepLoop(tc.steps, run.step, "pretrain",
+    with logger, StepLoop(run.steps, run.step, "pretrain",
                           show_progress if info.is_main else Progress.OFF, info,
                           nonfinite_hint=lambda: _nonfinite_hint(run),
                           skip_nonfinite=tc.skip_nonfinite) as loop:
         loop.skipped, loop.overflows = run.skipped, run.overflows
         while loop.running:
-            objective.on_step_start(loop.step, tc.steps)
+            objective.on_step_start(loop.step, run.steps)
             lr = run.update.lr
             if run.whole_step is not None:
                 finite = _whole_step(run, batches, window, loop)
@@ -387,7 +411,7 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
             if budget is not None:
                 _follow_budget(run, loop, probe)
             if (loop.due(tc.log_every) or _checkpoint_due(run, loop) or loop.stopping
-                    or (probe is not None and probe.due(step, tc.steps))):
+                    or (probe is not None and probe.due(step, run.steps))):
                 loop.settle()  # the device is read here anyway
 
             if loop.due(tc.log_every):
@@ -397,7 +421,7 @@ def _train_steps(run: _Run, show_progress: bool | Progress, report_to: Sequence[
                     loop.report({k: f"{record[k]:.3f}" for k in
                                       ("loss", "disc_acc", "gen_acc", "mlm_acc") if k in record})
                 last_record = record
-            if probe is not None and probe.due(step, tc.steps):
+            if probe is not None and probe.due(step, run.steps):
                 with _phase(budget, "probe"):
                     logger.log(probe.record(objective, step, step * run.step_flops))
             if _checkpoint_due(run, loop) or loop.stopping:
@@ -467,7 +491,7 @@ def _checkpoint_due(run: _Run, loop: StepLoop) -> bool:
     """Every `save_every` steps; on a budget at `checkpoints_per_run` points of the run."""
     tc = run.cfg.train
     if tc.budgeted:
-        return run.planned and at_fractions(loop.step, tc.steps, tc.checkpoints_per_run)
+        return run.planned and at_fractions(loop.step, run.steps, tc.checkpoints_per_run)
     return loop.due(tc.save_every)
 
 
@@ -481,7 +505,7 @@ def _follow_budget(run: _Run, loop: StepLoop, probe: HeldoutProbe | None) -> Non
         budget.calibrated = _on_all_ranks(not budget.calibrating(step), info)
         if not budget.calibrated:
             return
-    why = budget.due_check(step, tc.steps) if run.planned else "first plan"
+    why = budget.due_check(step, run.steps) if run.planned else "first plan"
     if why is None:
         return
     budget.observe(step)
@@ -496,15 +520,15 @@ def _follow_budget(run: _Run, loop: StepLoop, probe: HeldoutProbe | None) -> Non
         return (probes * budget.mean("probe") + checkpoints * budget.mean("checkpoint")
                 + budget.mean("export") + budget.margin())
 
-    wanted = tc.steps
-    if not run.planned or budget.needs_new_plan(step, tc.steps, rest(tc.steps)):
+    wanted = run.steps
+    if not run.planned or budget.needs_new_plan(step, run.steps, rest(run.steps)):
         wanted = budget.affordable_steps(step, rest)
     total = max(step + 1, _smallest_over_ranks(wanted, info))
-    if run.planned and total == tc.steps:
+    if run.planned and total == run.steps:
         return
-    warmup = capped_warmup(tc.warmup_steps, total) if not run.planned else tc.warmup_steps
+    warmup = capped_warmup(tc.warmup_steps, total) if not run.planned else run.warmup_steps
     schedule_of(run.update.scheduler).replan(step, total, warmup)
-    tc.steps, tc.warmup_steps = total, warmup
+    run.steps, run.warmup_steps = total, warmup
     loop.set_total(total)
     budget.record_plan(step, total, warmup, why)
     run.planned = True
@@ -549,14 +573,15 @@ def _write_run_files(run: _Run, settings: dict[str, Any], fresh: bool) -> None:
 
 def _write_run_record(run: _Run, extra: dict | None = None) -> None:
     """OUT/run.json: the data, its vocabulary, the start model, where each setting came from,
-    a budget's plan (`plan`: the steps and warm-up it fixed) and, at the end, what it bought."""
-    tc = run.cfg.train
+    where and how it ran (`run`: the plan's device, precision, resume and sinks), a budget's
+    plan (`plan`: the steps and warm-up it fixed) and, at the end, what it bought."""
     record = {"data": str(run.data_dir), "vocab_checksum": run.data.vocab_checksum,
               "init": run.init.describe() if run.init is not None else None,
               "settings": SETTINGS_FILE,
-              "sources": run.sources.to_json() if run.sources is not None else None}
-    if tc.budgeted and run.planned:
-        record["plan"] = {"steps": tc.steps, "warmup_steps": tc.warmup_steps}
+              "sources": run.sources.to_json() if run.sources is not None else None,
+              "run": run.plan.record()}
+    if run.cfg.train.budgeted and run.planned:
+        record["plan"] = {"steps": run.steps, "warmup_steps": run.warmup_steps}
     write_run_record(run.out, {**record, **(extra or {})})
 
 
