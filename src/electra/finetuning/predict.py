@@ -96,7 +96,8 @@ def load_for_inference(model_dir: str | Path, out_dir: str | Path, task_name: st
     views = task_views(model, info, task_name)
     settings = eval_settings(settings, info, max_seq_len)
     settings.check_model(model.encoder.config)
-    device, settings.precision = device_and_precision(settings.device, settings.precision)
+    device, precision = device_and_precision(settings.device, settings.precision)
+    settings = dataclasses.replace(settings, precision=precision)
     model.to(device)
     return views, tokenizer, settings, device, Path(out_dir), "tasks" in info
 
@@ -133,8 +134,8 @@ def get_task_name_or_none(name: str) -> str | None:
 
 def eval_settings(settings: FinetuneSettings | None, info: dict, max_seq_len: int | None
                   ) -> FinetuneSettings:
-    settings = dataclasses.replace(settings) if settings else FinetuneSettings()
-    settings.max_seq_len = max_seq_len or info["settings"]["max_seq_len"]
+    settings = dataclasses.replace(settings or FinetuneSettings(),
+                                   max_seq_len=max_seq_len or info["settings"]["max_seq_len"])
     settings.validate()
     return settings
 

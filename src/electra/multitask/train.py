@@ -146,7 +146,8 @@ def run_multitask(model_dir: str | Path, task_names: list[str], data_dir: str | 
     if len(set(task_names)) != len(task_names) or not task_names:
         raise ElectraError(f"--tasks must name distinct tasks, got {task_names}")
     configure_process_for_speed()
-    device, settings.precision = device_and_precision(settings.device, settings.precision)
+    device, precision = device_and_precision(settings.device, settings.precision)
+    settings = dataclasses.replace(settings, precision=precision)  # the caller's stays
     model_dir = source_dir(model_dir)  # a pre-training checkpoint: its exported discriminator
     encoder, tokenizer, _ = load_source(model_dir)
     settings.check_model(encoder.config)
