@@ -1,13 +1,14 @@
 """Does CVT beat supervised training, and by how much when labeled data is scarce?
 (dissertation chapter 4, Table 4.2 and Figure 4.5 left, at CPU scale.)
 
-For each task (CoNLL-2000 chunking, UD English EWT POS and dependency parsing) and labeled
-size (all training sentences, and a fixed random subset such as 1,000), trains the `small`
-preset supervised (`--no-cvt`) and with CVT on the same unlabeled corpus and the same
-vocabulary, and one multi-task CVT model over all the tasks (4.1.2), for each seed. Scores are
-dev scores of the EMA model (chunking: CoNLL-2000 test, which has no dev split); medians over
-seeds, with the gain of CVT over supervised: the median of the per-seed differences (a seed
-fixes the initialisation and data order of both runs; the subset is one for all seeds).
+For each task (CoNLL-2000 chunking, UD English EWT POS and dependency parsing, and WikiGold NER
+split by article with `--tasks ner`) and labeled size (all training sentences, and a fixed
+random subset such as 1,000), trains the `small` preset supervised (`--no-cvt`) and with CVT on
+the same unlabeled corpus and the same vocabulary, and one multi-task CVT model over all the
+tasks (4.1.2), for each seed. Scores are dev scores of the EMA model (chunking: CoNLL-2000
+test, which has no dev split); medians over seeds, with the gain of CVT over supervised: the
+median of the per-seed differences (a seed fixes the initialisation and data order of both
+runs; the subset is one for all seeds).
 
 Each run is cached as WORK/results/NAME-STEPS.json and trains under WORK/runs/NAME with
 checkpoints, so an interrupted benchmark resumes where it stopped (`--resume` per run). Prints
@@ -52,7 +53,7 @@ from experiments.common import cvt_method
 
 DATA = {"chunk": SHARED / "conll2000", "pos": SHARED / "ud_english_ewt",
         "dep": SHARED / "ud_english_ewt"}
-METRIC = {"chunk": "f1", "pos": "accuracy", "dep": "las"}
+METRIC = {"chunk": "f1", "ner": "f1", "pos": "accuracy", "dep": "las"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -83,7 +84,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--word-vectors", type=Path, help="initial word vectors for every run "
                    "(`electra cvt-vectors`; default: random, as in runs without GloVe)")
     args = p.parse_args(argv)
-    args.dirs = dict(DATA)
+    # ner: WikiGold, split by article (`electra.tasks.document_split`), made under WORK
+    args.dirs = {**DATA, "ner": args.work / "wikigold"}
     for item in args.data:
         task, _, path = item.partition("=")
         args.dirs[task] = Path(path)
@@ -138,6 +140,11 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     args.unlabeled = args.unlabeled or [str(SHARED / "corpus/nltk/reuters.jsonl.gz")]
     tasks = [t for t in args.tasks.split(",") if t]
+    if "ner" in tasks and not (args.dirs["ner"] / "split.json").is_file() \
+            and args.dirs["ner"] == args.work / "wikigold":
+        from electra.tasks.document_split import split_documents
+
+        split_documents("wikigold", SHARED / "wikigold", args.dirs["ner"])
     sizes = [s for s in args.sizes.split(",") if s]
     methods = [m for m in args.methods.split(",") if m]
     seeds = [int(s) for s in args.seeds.split(",") if s]

@@ -104,6 +104,9 @@ class Backend:
     fused_optimizer: bool = False
     # torch's dropout and SDPA kernels are the fast ones; False: electra's own (the CPU's).
     fused_kernels: bool = True
+    # CVT's BiLSTM through torch's packed-sequence kernel (cuDNN), faster there than
+    # electra's loop over time steps with both directions batched (`electra.cvt.bilstm`).
+    packed_lstm: bool = False
 
     def select(self, device: torch.device) -> None:
         """Make `device` this process's current device, where the kind has one."""
@@ -125,7 +128,7 @@ BACKENDS: dict[str, Backend] = {
                     set_rng=lambda state: torch.cuda.set_rng_state_all(state),
                     ddp_backend="nccl", indexed=True,
                     set_device=lambda device: torch.cuda.set_device(device), graphs=True,
-                    pinned_copies=True, fused_optimizer=True),
+                    pinned_copies=True, fused_optimizer=True, packed_lstm=True),
     "mps": Backend("mps", lambda: mps_available(), lambda: "fp32", lambda: True,
                    get_rng=lambda: torch.mps.get_rng_state(),
                    set_rng=lambda state: torch.mps.set_rng_state(state)),

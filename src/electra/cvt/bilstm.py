@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from electra.device import backend_of
+
 
 def reverse_within(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """[B, T, D]: each row's first `lengths[b]` positions reversed, padding left in place.
@@ -46,7 +48,7 @@ def bilstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tenso
         raise ValueError("bilstm needs a one-layer, batch-first, bidirectional LSTM with biases")
     if int(lengths.min()) < 1:
         raise ValueError("bilstm: every sentence needs at least one position")
-    if x.is_cuda:
+    if backend_of(x.device).packed_lstm:
         return packed_lstm(lstm, x, lengths)
     b, t, _ = x.shape
     hidden, proj = lstm.hidden_size, lstm.proj_size
