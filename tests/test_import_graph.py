@@ -230,7 +230,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("components", frozenset({
         "electra.data", "electra.conll", "electra.model", "electra.tasks", "electra.objectives",
         "electra.runtime"})),
-    ("loops", frozenset({"electra.pretraining", "electra.finetuning", "electra.scoring"})),
+    ("loops", frozenset({"electra.pretraining", "electra.finetuning", "electra.scoring",
+                        "electra.embeddings"})),
     ("systems built on fine-tuning", frozenset({
         "electra.multitask", "electra.cvt", "electra.exporting"})),
     # `electra` itself: its __init__ hands out the functions of `electra.api` on first use

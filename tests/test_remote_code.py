@@ -20,7 +20,6 @@ from export_helpers import (
     task_named,
 )
 
-from electra.exporting.serving import tokenized_batch
 from electra.finetuning.evaluation import predict_examples
 from electra.finetuning.model_io import load_finetuned
 from electra.finetuning.settings import FinetuneSettings
@@ -29,7 +28,7 @@ from electra.model.hf import load_pretrained, save_pretrained
 from electra.model.networks import Discriminator, Generator
 from electra.model.task_heads import serving_outputs
 from electra.tasks import Example
-from electra.tokenizer import load_tokenizer
+from electra.tokenizer import load_tokenizer, tokenized_batch
 
 pytest.importorskip("transformers")
 

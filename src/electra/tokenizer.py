@@ -21,6 +21,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenizers import (
     Tokenizer,
@@ -34,6 +35,9 @@ from tokenizers import (
 from electra.errors import ElectraError
 from electra.fileutil import sha256_file
 from electra.hub import resolve_model_path
+
+if TYPE_CHECKING:
+    import torch
 
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -304,3 +308,17 @@ def read_vocab(path: Path) -> list[str]:
     return tokens
 
 
+def tokenized_batch(tokenizer, texts: list, max_len: int | None = None
+                    ) -> dict[str, torch.Tensor]:
+    """Texts (or (text, pair) tuples) as one padded batch of torch tensors (input_ids,
+    attention_mask, token_type_ids), tokenised with a model's own `tokenizers` pipeline
+    (padding with its pad token's id, truncating to `max_len`)."""
+    import torch  # this module stays torch-free until a batch is made
+
+    tokenizer.enable_padding(pad_id=special_token_ids(tokenizer)["pad"])
+    if max_len is not None:
+        tokenizer.enable_truncation(max_len)
+    encodings = tokenizer.encode_batch(texts)
+    return {"input_ids": torch.tensor([e.ids for e in encodings]),
+            "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
+            "token_type_ids": torch.tensor([e.type_ids for e in encodings])}

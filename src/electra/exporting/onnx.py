@@ -23,7 +23,6 @@ from electra.exporting.serving import (
     Served,
     check_out_dir,
     load_served,
-    tokenized_batch,
 )
 from electra.fileutil import staged_dir
 from electra.finetuning.model_io import finetuned_config
@@ -31,7 +30,7 @@ from electra.hub import resolve_model_path
 from electra.model.card import default_name, write_model_card
 from electra.model.encoder import known_padding
 from electra.model.hf import read_config_json
-from electra.tokenizer import copy_tokenizer_files, load_tokenizer
+from electra.tokenizer import copy_tokenizer_files, load_tokenizer, tokenized_batch
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")
 FP32_TOLERANCE = 1e-4

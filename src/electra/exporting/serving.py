@@ -27,22 +27,8 @@ from electra.model.hf import (
 )
 from electra.model.networks import Discriminator
 from electra.model.task_heads import serving_outputs
-from electra.tokenizer import special_token_ids
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def tokenized_batch(tokenizer, texts: list, max_len: int | None = None
-                    ) -> dict[str, torch.Tensor]:
-    """Texts (or (text, pair) tuples) as one padded batch of the serving inputs, tokenised
-    with a model's own `tokenizers` pipeline (padding with its pad token's id)."""
-    tokenizer.enable_padding(pad_id=special_token_ids(tokenizer)["pad"])
-    if max_len is not None:
-        tokenizer.enable_truncation(max_len)
-    encodings = tokenizer.encode_batch(texts)
-    return {"input_ids": torch.tensor([e.ids for e in encodings]),
-            "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
-            "token_type_ids": torch.tensor([e.type_ids for e in encodings])}
 
 
 @dataclass

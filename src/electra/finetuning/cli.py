@@ -21,6 +21,7 @@ from electra.cli_support import (
     show_summary,
 )
 from electra.command import path
+from electra.embeddings import EMBEDDING_TASKS, POOLINGS
 from electra.errors import EXIT_PREEMPTED
 from electra.presets import SIZES, finetune_defaults
 from electra.runtime.cli import add_report_flags
@@ -53,6 +54,7 @@ def add_parsers(sub) -> None:
     _add_finetune_flags(p, train=False)
     p.add_argument("--overwrite", action="store_true", help="write into an OUT that holds "
                    "another command's output")
+    _add_embedding_flags(p)
     p.runs(run_evaluate, show_json)
     p = sub.add_parser("predict", help="test-set predictions (GLUE TSVs, SQuAD JSON)",
                        description="Predict the test split with a fine-tuned model: GLUE tasks "
@@ -64,11 +66,21 @@ def add_parsers(sub) -> None:
     p.runs(run_predict, show_json)
 
 
+def _add_embedding_flags(p) -> None:
+    """`evaluate --task retrieval|sts`: any model as an embedding model (docs/embeddings.md)."""
+    p.add_argument("--split", help="retrieval and sts: the split scored (default: test for "
+                   "retrieval, qrels/test.tsv; dev for sts)")
+    p.add_argument("--pooling", choices=POOLINGS, default="mean", help="retrieval and sts: how "
+                   "token states become one vector: mean (default), cls or last; vectors are "
+                   "normalised, so scores are cosines")
+
+
 def _task_help(train: bool) -> str:
     from electra.tasks import task_names
 
     return (f"{', '.join(task_names())}, or {GLUE_SUITE} (all of GLUE)"
-            + ("" if train else " (default: the model's)"))
+            + ("" if train else f" (default: the model's); or {', '.join(EMBEDDING_TASKS)}: "
+               "the model as an embedding model (docs/embeddings.md)"))
 
 
 def _add_finetune_flags(p, train: bool) -> None:
@@ -248,6 +260,8 @@ def run_finetune(args) -> FinetuneResult:
 
 def run_evaluate(args) -> dict:
     """`electra evaluate`: the task and its dev scores."""
+    if args.task in EMBEDDING_TASKS:
+        return _evaluate_embeddings(args)
     from electra.finetuning.predict import evaluate
 
     res = evaluate(args.model, args.data, args.out, args.task,
@@ -266,3 +280,15 @@ def run_predict(args) -> dict:
                       revision=args.revision, data_config=args.data_config,
                       data_revision=args.data_revision, overwrite=args.overwrite)
     return {"written": written}
+
+
+def _evaluate_embeddings(args) -> dict:
+    from electra.embeddings.encode import Pooling
+    from electra.embeddings.evaluate import EmbeddingEval, evaluate_embeddings
+
+    settings = EmbeddingEval(Pooling(args.pooling), args.max_seq_len, args.eval_batch_size,
+                             args.max_eval_examples, args.device or "auto")
+    res = evaluate_embeddings(args.model, args.task, args.data, args.out, args.split, settings,
+                              revision=args.revision, data_revision=args.data_revision,
+                              overwrite=args.overwrite)
+    return {"task": res["task"], "scores": res["scores"]}
