@@ -186,7 +186,8 @@ def test_keywords_give_what_the_command_line_parses(function, kwargs, argv):
     (lambda: electra.export("m", onnx="a", hf="b"),
      "export: argument hf (--hf): not allowed with argument onnx (--onnx)"),
     (lambda: electra.export("m"),
-     "give --onnx OUT or --hf OUT (or a pre-training checkpoint as MODEL)"),
+     "give --onnx OUT, --hf OUT or --sentence-transformers OUT (or a pre-training checkpoint "
+     "as MODEL)"),
     (lambda: electra.pretrain(data="d", out="o", set={"nosuch.key": 1}),
      "--set 'nosuch.key=1': unknown section 'nosuch' (known: model, objective, train)"),
     (lambda: electra.prepare(corpus="c.txt"),

@@ -137,3 +137,58 @@ def test_evaluate_sts_end_to_end(tiny_model, tmp_path, capsys):
     (tmp_path / "bad.tsv").write_text("a\tb\tscore\nx\ty\t1\n")
     with pytest.raises(ElectraError, match=r"bad.tsv:1: the header lacks sentence1, sentence2"):
         read_sts(tmp_path / "bad.tsv")
+
+
+@pytest.fixture(scope="module")
+def st_model(tiny_model, tmp_path_factory):
+    """tiny_model written as a sentence-transformers folder by `electra export`."""
+    pytest.importorskip("sentence_transformers")
+    out = tmp_path_factory.mktemp("st") / "model"
+    assert main(["export", str(tiny_model), "--sentence-transformers", str(out)]) == 0
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(out), device="cpu")
+
+
+def test_a_sentence_transformers_folder_gives_electras_vectors(tiny_model, st_model):
+    texts = ["the cat sat on the mat", "a", "the of and was naive", "prices rose " * 20]
+    ours = Embedder(tiny_model).embed(texts)
+    theirs = st_model.encode(texts, convert_to_numpy=True)
+    assert theirs.shape == ours.shape and np.abs(theirs - ours).max() < 1e-5
+    # 256 tokens by default, cut to the 128 positions the model has
+    assert (st_model.get_max_seq_length(), st_model.similarity_fn_name) == (128, "cosine")
+
+
+def test_sts_agrees_with_sentence_transformers_evaluator(tiny_model, st_model, documents):
+    from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator
+
+    rng = random.Random(1)
+    pairs = [(" ".join(a[:6]), " ".join(b[:6]), rng.uniform(0, 5))
+             for a, b in zip(documents[:30], documents[30:60], strict=True)]
+    ours = sts_scores(Embedder(tiny_model).embed, pairs)
+    theirs = EmbeddingSimilarityEvaluator([p[0] for p in pairs], [p[1] for p in pairs],
+                                          [p[2] for p in pairs], name="x")(st_model)
+    assert ours["spearman"] == pytest.approx(theirs["x_spearman_cosine"], abs=1e-4)
+    assert ours["pearson"] == pytest.approx(theirs["x_pearson_cosine"], abs=1e-4)
+
+
+def test_retrieval_agrees_with_sentence_transformers_evaluator(tiny_model, st_model,
+                                                               documents, tmp_path):
+    """Queries that are a document's first words (so rankings differ from query to query),
+    binary qrels: nDCG@10, MRR@10 and Recall@10/100 as InformationRetrievalEvaluator gives
+    them, within 1e-4."""
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+
+    corpus = {f"d{i}": " ".join(doc[:12]) for i, doc in enumerate(documents[:150])}
+    queries = {f"q{i}": " ".join(documents[i][:3]) for i in range(0, 150, 5)}
+    qrels = {f"q{i}": f"d{i}" for i in range(0, 150, 5)}
+    write_beir(tmp_path / "beir", corpus, queries, qrels)
+    data = read_beir(tmp_path / "beir")
+    ours = retrieval_metrics(search(Embedder(tiny_model).embed, data, k=100), data.qrels)
+    theirs = InformationRetrievalEvaluator(
+        queries, corpus, {q: {d} for q, d in qrels.items()}, name="x", mrr_at_k=[10],
+        ndcg_at_k=[10], precision_recall_at_k=[10, 100], accuracy_at_k=[1], map_at_k=[10],
+        score_functions={"cosine": lambda a, b: a @ b.T})(st_model)
+    for metric in ("ndcg@10", "mrr@10", "recall@10", "recall@100"):
+        assert ours[metric] == pytest.approx(theirs[f"x_cosine_{metric}"], abs=1e-4), metric
+    assert 0 < ours["mrr@10"] < 1  # a ranking with misses: the comparison has content

@@ -34,6 +34,9 @@ class Pooling:
             raise ElectraError(f"pooling: {self.mode!r} is not one of {', '.join(POOLINGS)}")
 
 
+DEFAULT_POOLING = Pooling()  # mean over the attention mask, normalised
+
+
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     """[B, S, H] token states and their [B, S] attention mask -> [B, H] float32 vectors."""
     hidden, mask = hidden.float(), mask.to(hidden.device)
@@ -54,7 +57,7 @@ class Embedder:
     """An encoder (a folder, a pre-training run or checkpoint, or a Hub id at `revision`) and
     its tokenizer, embedding texts in batches of similar length."""
 
-    def __init__(self, model: str | Path, pooling: Pooling = Pooling(),
+    def __init__(self, model: str | Path, pooling: Pooling = DEFAULT_POOLING,
                  max_seq_len: int = DEFAULT_MAX_SEQ_LEN, batch_size: int = 64,
                  device: str = "auto", revision: str | None = None):
         from electra.finetuning.model_io import load_source
@@ -63,7 +66,9 @@ class Embedder:
         self.encoder, self.tokenizer, _ = load_source(self.model_dir)
         self.device = resolve_device(device)
         self.encoder.to(self.device).eval()
-        self.pooling, self.max_seq_len, self.batch_size = pooling, max_seq_len, batch_size
+        # never past the positions the model has (an absolute-position encoder's table)
+        self.max_seq_len = min(max_seq_len, self.encoder.config.max_position_embeddings)
+        self.pooling, self.batch_size = pooling, batch_size
 
     @property
     def dim(self) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.embeddings import EMBEDDING_TASKS
-from electra.embeddings.encode import DEFAULT_MAX_SEQ_LEN, Embedder, Pooling
+from electra.embeddings.encode import DEFAULT_MAX_SEQ_LEN, DEFAULT_POOLING, Embedder, Pooling
 from electra.embeddings.retrieval import CUTOFFS, read_beir, retrieval_metrics, search
 from electra.embeddings.sts import read_sts, sts_file, sts_scores
 from electra.errors import ElectraError
@@ -24,7 +24,7 @@ DEFAULT_SPLITS = {"retrieval": "test", "sts": "dev"}
 class EmbeddingEval:
     """How texts become vectors and how many are scored."""
 
-    pooling: Pooling = Pooling()
+    pooling: Pooling = DEFAULT_POOLING
     max_seq_len: int | None = None
     batch_size: int | None = None
     max_examples: int | None = None  # the first queries (retrieval) or pairs (sts)
@@ -32,12 +32,13 @@ class EmbeddingEval:
 
 
 def evaluate_embeddings(model: str | Path, task: str, data: str | Path, out: str | Path,
-                        split: str | None = None, settings: EmbeddingEval = EmbeddingEval(),
+                        split: str | None = None, settings: EmbeddingEval | None = None,
                         revision: str | None = None, data_revision: str | None = None,
                         overwrite: bool = False) -> dict:
     """Score `model`'s pooled vectors on `task`'s `split` of `data`; OUT/results.json."""
     if task not in EMBEDDING_TASKS:
         raise ElectraError(f"{task!r} is not an embedding task ({', '.join(EMBEDDING_TASKS)})")
+    settings = settings or EmbeddingEval()
     check_writable(out, EVALUATION, overwrite)
     split = split or DEFAULT_SPLITS[task]
     data = Path(resolve_data_path(data, revision=data_revision))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from electra.cli_support import NON_NEGATIVE, add_license_flag, add_revision_flag
 from electra.command import path
+from electra.embeddings import POOLINGS
 
 
 def add_parsers(sub) -> None:
@@ -36,6 +37,12 @@ def add_parsers(sub) -> None:
                         metavar="OUT", help="write a fine-tuned model's transformers "
                         "directory to OUT (one task's, with --task), or a checkpoint's "
                         "networks (OUT/discriminator, ...)")
+    target.add_argument("--sentence-transformers", type=path, metavar="OUT",
+                        help="write MODEL as a sentence-transformers embedding model to OUT: "
+                        "SentenceTransformer(OUT) loads it and gives `electra evaluate --task "
+                        "retrieval|sts`'s vectors (--pooling; docs/embeddings.md)")
+    p.add_argument("--pooling", choices=POOLINGS, default="mean", help="with "
+                   "--sentence-transformers: mean (default), cls or last; normalised vectors")
     p.add_argument("--step", type=NON_NEGATIVE, metavar="N",
                    help="MODEL is a pre-training run's OUT: export its checkpoint of step N")
     p.add_argument("--task", help="which head of a multi-task model")
@@ -61,7 +68,7 @@ class ExportResult:
 
 def _show_export(result: ExportResult) -> None:
     """The folder, or the ONNX check."""
-    if result.kind == "hf":
+    if result.kind != "onnx":
         print(result.out)
     else:
         print(result.report["summary"], file=sys.stderr)
@@ -93,8 +100,17 @@ def run_export(args) -> ExportResult:
                                                       card_extra=extra,
                                                       card_license=card_license)), "hf")
         args.model = str(main_network_dir(checkpoint))
-    elif not (args.onnx or args.hf):
-        raise ElectraError("give --onnx OUT or --hf OUT (or a pre-training checkpoint as MODEL)")
+    elif not (args.onnx or args.hf or args.sentence_transformers):
+        raise ElectraError("give --onnx OUT, --hf OUT or --sentence-transformers OUT (or a "
+                           "pre-training checkpoint as MODEL)")
+    if args.sentence_transformers:
+        from electra.embeddings.encode import Pooling
+        from electra.embeddings.st_folder import write_st_folder
+
+        return ExportResult(str(write_st_folder(args.model, args.sentence_transformers,
+                                                Pooling(args.pooling), revision=args.revision,
+                                                overwrite=args.overwrite)),
+                            "sentence-transformers")
     if args.onnx:
         from electra.exporting.onnx import export_onnx
 
