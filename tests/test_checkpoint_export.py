@@ -129,8 +129,8 @@ def test_export_refuses_what_is_not_a_checkpoint(run: Path, tmp_path: Path, caps
         "2 (kept: step_00000004, step_00000006, step_00000008)")
     assert main(["export", str(tmp_path)]) == 1
     assert one_error_line(capsys.readouterr().err, "export") == (
-        "electra export: error: give --onnx OUT or --hf OUT (or a pre-training checkpoint as "
-        "MODEL)")
+        "electra export: error: give --onnx OUT, --hf OUT or --sentence-transformers OUT (or a "
+        "pre-training checkpoint as MODEL)")
 
 
 def test_keep_every_must_not_be_negative():

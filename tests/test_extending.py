@@ -71,8 +71,9 @@ def test_new_objective_is_one_module_and_one_line(monkeypatch, data_dir, tmp_pat
     assert [r["step"] for r in trained] == [2, 4]
     assert all(0.0 <= r["rtd_acc"] <= 1.0 for r in trained)
     assert any("heldout_auc_unigram" in r for r in rows)  # the probes work for it too
-    seq_len = PretrainingDataset(data_dir).seq_len
-    step_flops = sum(flops.discriminator_breakdown("d", cfg.model, 8, seq_len).values())
+    data = PretrainingDataset(data_dir)
+    model = dataclasses.replace(cfg.model, vocab_size=data.vocab_size)  # the run's, its data's
+    step_flops = sum(flops.discriminator_breakdown("d", model, 8, data.seq_len).values())
     assert trained[-1]["flops"] == 4 * step_flops
     assert main_flops("tiny", "random-detection", 10, 8, 128)["train_flops"] > 0
     assert main_flops("tiny", "random-detection", None, 8, 128)["steps"] == \

@@ -32,6 +32,7 @@ from electra.errors import ElectraError, Preempted
 from electra.objectives import build_objective
 from electra.pretraining.evaluate import evaluate_objective
 from electra.pretraining.loop import pretrain, special_ids_for
+from electra.pretraining.plan import run_config
 from electra.progress import Progress
 from electra.runtime import checkpoint
 from electra.runtime.metrics_log import METRICS, is_heldout
@@ -131,6 +132,7 @@ def run_demo(corpus: list[str] | None = None, out_dir: str | Path = "runs/demo",
     except Preempted:  # its advice (--resume) is not the demo's: it always starts afresh
         raise Preempted("stopped by a signal during pre-training; the demo trains from "
                         "scratch: run it again") from None
+    cfg = run_config(run_dir)  # as trained: the data's vocabulary, the precision resolved
     before, after = _heldout_scores(cfg, data_dir, run_dir, heldout, seed, progress)
     probes = heldout_probes(run_dir)
     downstream = _downstream(check, check_dir, settings, summary, out)

@@ -112,3 +112,15 @@ def make_plan(cfg: PretrainConfig, data: PretrainingDataset, data_dir: Path, out
         tc.steps = UNPLANNED_STEPS
     return RunPlan(resolved, asked, data_dir, out, wants_resume(asked_resume, out),
                    asked_resume, requested, str(info.device), info.world_size, report_to)
+
+
+def run_config(out: str | Path) -> PretrainConfig:
+    """The configuration a run in OUT trained (OUT/settings.json, read as `--config` reads it):
+    the plan's, its precision resolved and vocabulary its data's; a budget as asked."""
+    from electra.settings import SETTINGS_FILE, config_preset, resolve
+
+    path = Path(out) / SETTINGS_FILE
+    cfg = PretrainConfig.from_preset(config_preset(path) or "tiny")
+    resolve({"model": cfg.model, "objective": cfg.objective, "train": cfg.train}, path, {}, [],
+            preset=True)
+    return cfg
