@@ -371,3 +371,29 @@ def test_sigterm_checkpoints_the_step_and_resume_is_exact(data, tmp_path, monkey
     a = load_file(str(straight / "model" / "model.safetensors"))
     b = load_file(str(out / "model" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_cvt_trains_only_the_views_asked_for(data, tmp_path, monkeypatch):
+    """cvt.aux_views (a named departure, for probing): L_CVT over those views alone; an unknown
+    view is a one-line error before training."""
+    from electra.cvt import train as cvt_train
+
+    trained: list[str] = []
+    real = cvt_train.cvt_loss
+
+    def spy(teacher, logits, mask):
+        trained.append(mask.sum().item())
+        return real(teacher, logits, mask)
+
+    monkeypatch.setattr(cvt_train, "cvt_loss", spy)
+    settings = _settings(data, tmp_path / "two", overrides={**TINY, "aux_views": ["fwd", "bwd"]},
+                         steps=3)
+    run_train(settings, progress=False)
+    assert len(trained) == 3 * 2  # two views per unlabeled minibatch, one minibatch per step
+    trained.clear()
+    run_train(_settings(data, tmp_path / "all", steps=3), progress=False)
+    assert len(trained) == 3 * 5  # fwd, bwd, future, past and the full view
+    with pytest.raises(ElectraError, match="cvt.aux_views: unknown view 'sideways'"):
+        run_train(_settings(data, tmp_path / "bad", overrides={**TINY,
+                                                              "aux_views": ["sideways"]}),
+                  progress=False)

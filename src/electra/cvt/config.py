@@ -54,6 +54,11 @@ class CVTConfig:
     # Unlabeled minibatches per labeled one. The paper (4.1.1) and the reference alternate them
     # one to one; 0.5 takes an unlabeled minibatch after every second labeled one, 2 takes two.
     unlabeled_ratio: float = 1.0
+    # Not in the paper (which trains every auxiliary view, 4.2.1): the views L_CVT trains, by
+    # name (tagging: fwd, bwd, future, past, full; parsing: fwd-fwd, fwd-bwd, bwd-fwd, bwd-bwd,
+    # full). None: all of them. For probing what each view does to a task
+    # (docs/experiments/cvt.md, NER).
+    aux_views: list[str] | None = None
     max_unlabeled_len: int = 100
     # Reference-code details that the paper does not state (docs/cvt.md, deviation table). Each can
     # be switched off to compare with the earlier behaviour (benchmarks/cvt_probe.py --before).
@@ -93,6 +98,8 @@ class CVTConfig:
         if not 0.0 < self.unlabeled_ratio <= 16.0:
             raise ElectraError("cvt.unlabeled_ratio (unlabeled minibatches per labeled one) "
                                f"must be in (0, 16], got {self.unlabeled_ratio}")
+        if self.aux_views is not None and not self.aux_views:
+            raise ElectraError("cvt.aux_views: name at least one view, or null for all")
         if self.lr <= 0 or self.momentum < 0 or self.grad_clip < 0 or self.warmup_steps < 0:
             raise ElectraError("cvt.lr must be positive; momentum, grad_clip, warmup_steps >= 0")
 

@@ -29,6 +29,8 @@ from electra.cvt.config import CVTConfig
 from electra.cvt.conll import Sentence
 from electra.cvt.model import CVTModel, save_model_dir
 from electra.cvt.modules import cvt_loss, supervised_loss
+from electra.cvt.parsing import PARSING_VIEWS
+from electra.cvt.tagging import TAGGING_VIEWS
 from electra.cvt.tasks import CVTTask
 from electra.cvt.vocab import Vocab
 from electra.device import to_device
@@ -69,10 +71,25 @@ def unlabeled_loss(model: CVTModel, batch: dict[str, torch.Tensor], cfg: CVTConf
     parts: dict[str, float] = {}
     for name, head in model.heads.items():
         for view, logits in head.auxiliary(enc).items():
+            if cfg.aux_views is not None and view not in cfg.aux_views:
+                continue
             loss = cvt_loss(teachers[name], logits, head.view_mask(view, enc))
             parts[f"{name}/{view}"] = loss.item()
             total = total + loss
     return total, parts
+
+
+def _check_views(cfg: CVTConfig, data: RunData) -> None:
+    """cvt.aux_views names views the tasks' heads have."""
+    if cfg.aux_views is None:
+        return
+    known: set[str] = set()
+    for task in data.tasks:
+        known |= set(TAGGING_VIEWS if task.kind == "tag" else PARSING_VIEWS) | {"full"}
+    unknown = [v for v in cfg.aux_views if v not in known]
+    if unknown:
+        raise ElectraError(f"cvt.aux_views: unknown view {unknown[0]!r} (these tasks have "
+                           f"{', '.join(sorted(known))})")
 
 
 class EMA:
@@ -241,6 +258,7 @@ def train(cfg: CVTConfig, data: RunData, vocab: Vocab, out: Path, steps: int, cv
     metrics and the dev scores (`electra.runtime.sinks`)."""
     if cvt and not data.unlabeled:
         raise ElectraError("CVT needs unlabeled sentences (--unlabeled), or pass --no-cvt")
+    _check_views(cfg, data)
     require_sinks(report_to)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
