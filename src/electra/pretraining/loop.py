@@ -112,8 +112,10 @@ def pretrain(cfg: PretrainConfig, data_dir: str | Path, out_dir: str | Path,
              sources: Sources | None = None, notes: Sequence[str] = (),
              report_to: Sequence[str] = ()) -> dict[str, Any]:
     """Pre-train, checkpoint, export OUT/final/{discriminator,generator}; return a summary.
-    `report_to`: sinks that also get the metrics (`electra.runtime.sinks`: tensorboard, wandb,
-    mlflow); `tensorboard=True` is `report_to=("tensorboard",)`.
+    `cfg` is not changed: the run trains its plan's copy (`electra.pretraining.plan`), which
+    OUT/settings.json records (`run_config(OUT)` reads it back). `report_to`: sinks that also
+    get the metrics (`electra.runtime.sinks`: tensorboard, wandb, mlflow); `tensorboard=True`
+    is `report_to=("tensorboard",)`.
     `init`: start from these weights (`electra.pretraining.init_from`; `cfg.model` must already be
     the checkpoint's, see `adopt_checkpoint`) instead of random ones. `sources`: where each
     setting came from (`electra.settings.resolve`), for OUT/run.json. `notes`: lines printed on
