@@ -5,10 +5,11 @@ recorded with its error and the next one runs, so one run returns all it can):
 1. throughput: our pre-training step against the `transformers` recipe (the code of
    `benchmarks.pretrain_throughput --device cuda --compile --compile-step --peers`),
    ELECTRA-Small and -Base at lengths 128 and 512, bf16: ours eager, with compiled layers and as
-   one whole-step CUDA graph (`electra.pretraining.step.WholeStep`), the reference, and transformers'
-   BERT-Base and ModernBERT-base masked LMs at the same tokens per step; tokens/s, sequences/s,
-   MFU in both conventions, peak memory, GPU-busy share and kernels per step (profiled), ratios
-   of our sides to the others, and the bf16 matmul ceiling at the step's own shapes;
+   one whole-step CUDA graph (`electra.pretraining.step.WholeStep`), the reference, and
+   transformers' BERT-Base and ModernBERT-base masked LMs at the same tokens per step;
+   tokens/s, sequences/s, MFU in both conventions, peak memory, GPU-busy share and kernels per
+   step (profiled), ratios of our sides to the others, and the bf16 matmul ceiling at the
+   step's own shapes;
 2. pretrain: ELECTRA-Small with the paper's preset (batch 128, lr 5e-4, generator 1/4 width)
    for as many steps as `--pretrain-minutes` allow at the step time stage 1 measured, with the
    held-out probes every tenth of the run (unigram-fake AUC, generator accuracy); the warm-up
