@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
+import time
 import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -77,9 +78,15 @@ class SpawnedPool:
         return future
 
     def broken(self, what: str, advice: str = "") -> ElectraError:
-        """The error for a dead worker: which one, how it ended, and `advice`."""
+        """The error for a dead worker: which one, how it ended, and `advice`. The executor's
+        own thread reaps a dead worker too; where it wins that race our join returns at once
+        without the exit code, which its thread then records: so wait for it (up to 10 s)."""
+        self._processes.update(getattr(self.executor, "_processes", None) or {})
+        deadline = time.monotonic() + 10
         for process in self._processes.values():
-            process.join(timeout=5)
+            process.join(timeout=10)
+            while process.exitcode is None and time.monotonic() < deadline:
+                time.sleep(0.05)
         ends = sorted({exit_reason(p.exitcode) for p in self._processes.values()
                        if p.exitcode not in (0, None)})
         how = "; ".join(ends) if ends else "it ended without an exit code"
