@@ -73,3 +73,15 @@ def two_task_model(sentences: list[list[str]], seed: int = 0, **overrides):
     dep.labels = ["det", "nsubj", "obj", "root"]
     vocab = build_vocab(sentences, [], 100)
     return CVTModel(cfg, vocab, [tag, dep]), vocab, cfg, [tag, dep]
+
+
+def write_ner(d: Path) -> Path:
+    """A tiny CoNLL-2003 NER folder (eng.train: 3 copies of two sentences, eng.testa: one),
+    IOB1 tags, with a -DOCSTART- line."""
+    d.mkdir(parents=True, exist_ok=True)
+    sent = ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP I-ORG", "rejects VBZ B-VP O",
+            "German JJ B-NP I-MISC", "call NN I-NP O", "", "Peter NNP B-NP I-PER",
+            "Blackburn NNP I-NP I-PER", ""]
+    (d / "eng.train").write_text("\n".join(sent * 3) + "\n")
+    (d / "eng.testa").write_text("\n".join(sent) + "\n")
+    return d

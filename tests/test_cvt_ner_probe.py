@@ -5,20 +5,14 @@ from __future__ import annotations
 
 import json
 
-from cvt_helpers import TINY, write_unlabeled
+from cvt_helpers import TINY, write_ner, write_unlabeled
 
 from electra.cli import main
 from experiments import cvt_ner_probe
 
 
 def test_the_probe_scores_the_model_as_its_run_did(tmp_path, capsys):
-    d = tmp_path / "ner"
-    d.mkdir()
-    sent = ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP I-ORG", "rejects VBZ B-VP O",
-            "German JJ B-NP I-MISC", "call NN I-NP O", "", "Peter NNP B-NP I-PER",
-            "Blackburn NNP I-NP I-PER", ""]
-    (d / "eng.train").write_text("\n".join(sent * 3) + "\n")
-    (d / "eng.testa").write_text("\n".join(sent) + "\n")
+    d = write_ner(tmp_path / "ner")
     raw = write_unlabeled(tmp_path / "raw.txt")
     out = tmp_path / "out"
     sets = [a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]

@@ -9,7 +9,7 @@ import random
 
 import pytest
 import torch
-from cvt_helpers import TINY, write_chunk, write_ud, write_unlabeled
+from cvt_helpers import TINY, write_chunk, write_ner, write_ud, write_unlabeled
 from safetensors.torch import load_file
 
 from electra.cli import main
@@ -230,13 +230,7 @@ def test_evaluate_reads_every_tasks_file_before_writing_anything(data, tmp_path)
 
 
 def test_ner_from_conll2003_files_and_predict_on_bare_words(tmp_path, capsys):
-    d = tmp_path / "ner"
-    d.mkdir()
-    sent = ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP I-ORG", "rejects VBZ B-VP O",
-            "German JJ B-NP I-MISC", "call NN I-NP O", "", "Peter NNP B-NP I-PER",
-            "Blackburn NNP I-NP I-PER", ""]
-    (d / "eng.train").write_text("\n".join(sent * 3) + "\n")
-    (d / "eng.testa").write_text("\n".join(sent) + "\n")
+    d = write_ner(tmp_path / "ner")
     out = tmp_path / "out"
     sets = [a for k, v in TINY.items() for a in ("--set", f"cvt.{k}={v}")]
     assert main(["cvt", "--tasks", "ner", "--data", str(d), "--no-cvt", "--out", str(out),

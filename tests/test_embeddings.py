@@ -91,7 +91,7 @@ def test_beir_files_are_read_and_their_errors_name_the_place(tmp_path):
     with pytest.raises(ElectraError, match=r"qrels/dev.tsv: missing"):
         read_beir(tmp_path / "ok", "dev")
     (tmp_path / "ok" / "corpus.jsonl").write_text('{"_id": "a", "text": "one"}\n{oops\n')
-    with pytest.raises(ElectraError, match=r"corpus.jsonl:2: not JSON"):
+    with pytest.raises(ElectraError, match=r"corpus.jsonl:2: invalid JSON"):
         read_beir(tmp_path / "ok")
     write_beir(tmp_path / "lost", {"a": "one"}, {"q1": "x"}, {"q9": "a"})
     with pytest.raises(ElectraError, match=r"query 'q9' is not in .*queries.jsonl"):

@@ -18,7 +18,6 @@ descending, as trec_eval breaks them.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from electra.data.corpus import iter_json_lines
 from electra.errors import ElectraError
 
 CUTOFFS = (10, 100)  # the Recall@k reported; nDCG and MRR at the first
@@ -44,17 +44,10 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     if not path.is_file():
         raise ElectraError(f"{path}: missing (BEIR layout: corpus.jsonl, queries.jsonl, "
                            "qrels/SPLIT.tsv)")
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ElectraError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-            if not isinstance(row, dict) or "_id" not in row:
-                raise ElectraError(f"{path}:{lineno}: expected an object with an \"_id\"")
-            yield lineno, row
+    for lineno, row in iter_json_lines(path):  # invalid JSON: an error naming FILE:LINE
+        if not isinstance(row, dict) or "_id" not in row:
+            raise ElectraError(f"{path}:{lineno}: expected an object with an \"_id\"")
+        yield lineno, row
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
